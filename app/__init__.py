@@ -1,0 +1,42 @@
+"""tierdesk: a customer-service chatbot with tiered NLP routing.
+
+``create_app`` builds the Flask application: configuration, database, Redis, the NLP engine,
+metrics and the blueprints (demo pages, chat API, reviewer console, health checks).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+
+from app.config import Config
+from app.logging_setup import configure_logging
+
+log = logging.getLogger(__name__)
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    app = Flask(__name__)
+    app.config.from_mapping(Config().as_dict())
+    if test_config:
+        app.config.from_mapping(test_config)
+    configure_logging(app.config["LOG_JSON"], app.config["LOG_LEVEL"])
+
+    from app import db, health, metrics, services
+
+    db.init_app(app)
+    services.init_app(app)  # Redis client, NLP engine, review queue
+    metrics.init_app(app)
+    health.init_app(app)
+
+    from app.chat import bp as chat_bp
+    from app.review.console import bp as console_bp
+    from app.web import bp as web_bp
+
+    app.register_blueprint(web_bp)
+    app.register_blueprint(chat_bp, url_prefix="/api/v1")
+    app.register_blueprint(console_bp, url_prefix="/console")
+    return app

@@ -1,0 +1,90 @@
+"""The ``tierdesk`` command: set-up, database, knowledge base, models, review and serving.
+
+Commands run inside an app context; they do not load the NLP models unless they need them
+(``serve`` does, ``kb import`` does not).
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+from flask import current_app
+from flask.cli import FlaskGroup
+
+from app import create_app, migrate
+
+
+def _cli_app():
+    # CLI commands other than ``serve`` have no use for the models; loading them costs seconds.
+    return create_app({"LOAD_MODELS": False})
+
+
+@click.group(cls=FlaskGroup, create_app=_cli_app, add_default_commands=False,
+             add_version_option=False, load_dotenv=False)
+def main() -> None:
+    """tierdesk: customer-service chatbot with tiered NLP routing."""
+
+
+@main.group()
+def db() -> None:
+    """Database schema (Alembic migrations)."""
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Apply migrations up to REVISION (default: head)."""
+    url = current_app.config["SQLALCHEMY_DATABASE_URI"]
+    migrate.upgrade(url, revision)
+    click.echo(f"database at revision {migrate.current(url)}")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Revert migrations down to REVISION ('base' removes every table)."""
+    url = current_app.config["SQLALCHEMY_DATABASE_URI"]
+    migrate.downgrade(url, revision)
+    click.echo(f"database at revision {migrate.current(url)}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the database's revision and the latest one."""
+    url = current_app.config["SQLALCHEMY_DATABASE_URI"]
+    click.echo(f"current: {migrate.current(url)}  head: {migrate.head_revision(url)}")
+
+
+@main.command()
+@click.option("--host", default=lambda: os.environ.get("TIERDESK_HOST", "127.0.0.1"), show_default="127.0.0.1")
+@click.option("--port", default=lambda: int(os.environ.get("TIERDESK_PORT", "8000")), type=int, show_default="8000")
+def serve(host: str, port: int) -> None:
+    """Serve the demo, the chat API, the reviewer console and /metrics (models warmed first)."""
+    from werkzeug.serving import make_server
+
+    app = create_app()
+    base = f"http://{host}:{port}"
+    click.echo(f"tierdesk is serving on {base}")
+    click.echo(f"  demo page        {base}/")
+    click.echo(f"  reviewer console {base}/console/")
+    click.echo(f"  metrics          {base}/metrics")
+    click.echo(f"  readiness        {base}/readyz")
+    server = make_server(host, port, app, threaded=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped")
+
+
+def _register_area_commands() -> None:
+    from app.kb.cli import commands as kb_commands
+    from app.nlp.cli import commands as nlp_commands
+    from app.review.cli import commands as review_commands
+    from app.setup_cli import commands as setup_commands
+
+    for command in (*setup_commands, *kb_commands, *nlp_commands, *review_commands):
+        main.add_command(command)
+
+
+_register_area_commands()

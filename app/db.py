@@ -1,0 +1,84 @@
+"""Database engine and sessions.
+
+One engine per database URL; Flask requests get a session on ``g`` that is closed on teardown.
+CLI commands and background work use ``session_scope`` for a commit-or-rollback block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from flask import Flask, current_app, g
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+_engines: dict[str, Engine] = {}
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
+def get_engine(url: str) -> Engine:
+    """The process-wide engine for ``url`` (SQLite files get their folder created)."""
+    engine = _engines.get(url)
+    if engine is None:
+        kwargs: dict = {"future": True, "pool_pre_ping": True}
+        if url.startswith("sqlite"):
+            path = url.split("///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        engine = create_engine(url, **kwargs)
+        if url.startswith("sqlite"):
+            event.listen(engine, "connect", _sqlite_pragmas)
+        _engines[url] = engine
+    return engine
+
+
+def dispose_engine(url: str) -> None:
+    engine = _engines.pop(url, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def session_factory(url: str) -> sessionmaker[Session]:
+    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error."""
+    url = url or current_app.config["SQLALCHEMY_DATABASE_URI"]
+    session = session_factory(url)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def get_session() -> Session:
+    """The request's session (opened lazily, closed on teardown)."""
+    if "db_session" not in g:
+        g.db_session = session_factory(current_app.config["SQLALCHEMY_DATABASE_URI"])()
+    return g.db_session
+
+
+def _close_session(_exc: BaseException | None) -> None:
+    session = g.pop("db_session", None)
+    if session is not None:
+        session.close()
+
+
+def init_app(app: Flask) -> None:
+    app.teardown_appcontext(_close_session)

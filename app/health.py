@@ -1,0 +1,40 @@
+"""Liveness and readiness probes."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Flask, jsonify
+from sqlalchemy import text
+
+from app.db import get_session
+from app.services import get_engine, get_redis
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz():
+    return jsonify(status="ok")
+
+
+@bp.get("/readyz")
+def readyz():
+    """200 when the database, Redis and the models are ready; 503 with the reasons otherwise."""
+    checks: dict[str, str] = {}
+    try:
+        get_session().execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - report any failure as "not ready"
+        checks["database"] = f"unavailable: {exc.__class__.__name__}"
+    try:
+        get_redis().ping()
+        checks["redis"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        checks["redis"] = f"unavailable: {exc.__class__.__name__}"
+    engine = get_engine()
+    checks["models"] = "ok" if engine.ready else f"not ready: {engine.not_ready_reason}"
+    ok = all(v == "ok" for v in checks.values())
+    return jsonify(status="ready" if ok else "not ready", checks=checks), (200 if ok else 503)
+
+
+def init_app(app: Flask) -> None:
+    app.register_blueprint(bp)

