@@ -69,6 +69,7 @@ class Intent(Base):
 
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     tier: Mapped[str] = mapped_column(String(16), default="simple")
+    tier_source: Mapped[str] = mapped_column(String(16), default="declared")  # declared | derived
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 

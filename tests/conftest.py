@@ -19,6 +19,8 @@ from app import create_app
 from app import migrate
 from app.db import dispose_engine
 
+pytest_plugins = ["fixtures_nlp", "fixtures_kb", "fixtures_chat", "fixtures_review"]
+
 PG_ADMIN_URL = os.environ.get(
     "TIERDESK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )

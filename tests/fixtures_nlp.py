@@ -1,0 +1,1 @@
+"""Fixtures of the nlp area, shared with other tests through pytest_plugins."""
