@@ -39,7 +39,7 @@ train: $(STAMP)
 	$(BIN)/tierdesk train
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py --update-readme
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench

@@ -1,16 +1,19 @@
 """Prometheus metrics: request counts and latencies per endpoint, plus the routing metrics
 that the NLP engine and the review queue record (``ROUTE_DECISIONS`` and friends).
 
-Exposed at ``/metrics`` in the Prometheus text format.
+Exposed at ``/metrics`` in the Prometheus text format. Under gunicorn with several workers, set
+``PROMETHEUS_MULTIPROC_DIR`` (ops/gunicorn.conf.py does) and every worker's figures are merged.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from flask import Flask, Response, g, request
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    multiprocess,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -47,10 +50,11 @@ CACHE_EVENTS = Counter(
 )
 REVIEW_QUEUE_DEPTH = Gauge(
     "tierdesk_review_queue_depth", "Review items waiting in Redis.", registry=REGISTRY,
+    multiprocess_mode="mostrecent",
 )
 MODEL_INFO = Gauge(
     "tierdesk_model_info", "Loaded model versions (value is always 1).", ["tier", "version"],
-    registry=REGISTRY,
+    registry=REGISTRY, multiprocess_mode="max",
 )
 
 
@@ -68,7 +72,11 @@ def _record(response: Response) -> Response:
 
 
 def metrics_view() -> Response:
-    return Response(generate_latest(REGISTRY), mimetype=CONTENT_TYPE_LATEST)
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
 
 
 def init_app(app: Flask) -> None:

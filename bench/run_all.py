@@ -1,0 +1,98 @@
+"""Run every benchmark in bench/ and collect their tables.
+
+Each ``bench/bench_*.py`` script prints one or more Markdown tables and writes its raw figures
+to ``bench/out/<name>.json``. This runner executes them one after another (never in parallel:
+the machine has two cores and the figures would interfere), then, with ``--update-readme``,
+replaces the README's benchmark section with the tables it collected.
+
+    python bench/run_all.py                 # all benchmarks
+    python bench/run_all.py eval bm25       # only bench_eval.py and bench_bm25.py
+    python bench/run_all.py --update-readme
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+README = ROOT / "README.md"
+START, END = "<!-- section:bench", "<!-- /section:bench -->"
+
+
+def discover(names: list[str]) -> list[Path]:
+    scripts = sorted(BENCH_DIR.glob("bench_*.py"))
+    if names:
+        wanted = {f"bench_{n}.py" if not n.startswith("bench_") else n for n in names}
+        unknown = wanted - {s.name for s in scripts}
+        if unknown:
+            sys.exit(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+        scripts = [s for s in scripts if s.name in wanted]
+    return scripts
+
+
+def run(script: Path) -> tuple[int, list[str], float]:
+    """Run one script, echoing its output, and return (exit code, table lines, seconds)."""
+    print(f"\n=== {script.name} ===", flush=True)
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        lines.append(line.rstrip("\n"))
+    code = proc.wait()
+    tables = [ln for ln in lines if ln.startswith("|") or ln.startswith("#### ")]
+    return code, tables, time.perf_counter() - start
+
+
+def update_readme(sections: dict[str, list[str]]) -> None:
+    text = README.read_text()
+    start = text.index(START)
+    start = text.index("\n", start) + 1
+    end = text.index(END)
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
+    body = [
+        f"Latest `make bench` on this project's 2-core machine ({platform.python_version()}, "
+        f"{stamp}). Medians unless a column says otherwise; ratios come from the same run.",
+        "",
+    ]
+    for name, tables in sections.items():
+        body += [f"### {name}", "", *tables, ""]
+    README.write_text(text[:start] + "\n".join(body) + text[end:])
+    print(f"README.md benchmark section updated ({len(sections)} benchmarks)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
+    parser.add_argument("--update-readme", action="store_true")
+    args = parser.parse_args()
+    (BENCH_DIR / "out").mkdir(exist_ok=True)
+    sections: dict[str, list[str]] = {}
+    failed = []
+    for script in discover(args.names):
+        code, tables, seconds = run(script)
+        print(f"--- {script.name}: exit {code} in {seconds:.0f} s", flush=True)
+        if code != 0:
+            failed.append(script.name)
+        elif tables:
+            sections[script.stem.removeprefix("bench_")] = tables
+    if args.update_readme and sections:
+        update_readme(sections)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
