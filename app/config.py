@@ -63,6 +63,10 @@ class Config:
         self.CORS_ORIGINS = [
             o.strip() for o in (_env("TIERDESK_CORS_ORIGINS", "") or "").split(",") if o.strip()
         ]
+        # How many reverse proxies in front of us append to X-Forwarded-For (0: ignore the header).
+        self.TRUSTED_PROXIES = int(_env("TIERDESK_TRUSTED_PROXIES", "0"))
+        # Answers kept per process for repeated identical questions (0 disables the cache).
+        self.ANSWER_CACHE_SIZE = int(_env("TIERDESK_ANSWER_CACHE_SIZE", "2048"))
         self.REVIEW_LEASE_SECONDS = int(_env("TIERDESK_REVIEW_LEASE_SECONDS", "300"))
         self.RECONCILE_INTERVAL_SECONDS = int(_env("TIERDESK_RECONCILE_INTERVAL_SECONDS", "30"))
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
