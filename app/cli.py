@@ -12,7 +12,7 @@ import click
 from flask import current_app
 from flask.cli import FlaskGroup
 
-from app import create_app, migrate
+from app import create_app
 
 
 def _cli_app():
@@ -39,6 +39,8 @@ def db() -> None:
 @click.argument("revision", default="head")
 def db_upgrade(revision: str) -> None:
     """Apply migrations up to REVISION (default: head)."""
+    from app import migrate  # Alembic takes most of a second to import
+
     url = current_app.config["SQLALCHEMY_DATABASE_URI"]
     migrate.upgrade(url, revision)
     click.echo(f"database at revision {migrate.current(url)}")
@@ -48,6 +50,8 @@ def db_upgrade(revision: str) -> None:
 @click.argument("revision")
 def db_downgrade(revision: str) -> None:
     """Revert migrations down to REVISION ('base' removes every table)."""
+    from app import migrate  # Alembic takes most of a second to import
+
     url = current_app.config["SQLALCHEMY_DATABASE_URI"]
     migrate.downgrade(url, revision)
     click.echo(f"database at revision {migrate.current(url)}")
@@ -56,6 +60,8 @@ def db_downgrade(revision: str) -> None:
 @db.command("current")
 def db_current() -> None:
     """Print the database's revision and the latest one."""
+    from app import migrate  # Alembic takes most of a second to import
+
     url = current_app.config["SQLALCHEMY_DATABASE_URI"]
     click.echo(f"current: {migrate.current(url)}  head: {migrate.head_revision(url)}")
 

@@ -6,7 +6,6 @@ import click
 from flask import current_app
 from sqlalchemy import func, select
 
-from app import migrate
 from app.db import session_scope
 from app.models import Article, Intent
 
@@ -19,6 +18,8 @@ def init_command(no_train: bool) -> None:
     Safe to run again: content is loaded only when the database has none, and models are
     trained only when none are on disk.
     """
+    from app import migrate
+
     config = current_app.config
     url = config["SQLALCHEMY_DATABASE_URI"]
     migrate.upgrade(url)
