@@ -69,6 +69,11 @@ class Config:
         self.ANSWER_CACHE_SIZE = int(_env("TIERDESK_ANSWER_CACHE_SIZE", "2048"))
         self.REVIEW_LEASE_SECONDS = int(_env("TIERDESK_REVIEW_LEASE_SECONDS", "300"))
         self.RECONCILE_INTERVAL_SECONDS = int(_env("TIERDESK_RECONCILE_INTERVAL_SECONDS", "30"))
+        # Each review priority point counts as this many seconds of extra waiting in the queue.
+        self.REVIEW_PRIORITY_STEP_SECONDS = int(_env("TIERDESK_REVIEW_PRIORITY_STEP_SECONDS", "600"))
+        # Console logins: this many failures per IP and e-mail within the window locks them out.
+        self.LOGIN_MAX_FAILURES = int(_env("TIERDESK_LOGIN_MAX_FAILURES", "5"))
+        self.LOGIN_WINDOW_SECONDS = int(_env("TIERDESK_LOGIN_WINDOW_SECONDS", "900"))
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).
