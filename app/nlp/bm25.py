@@ -1,0 +1,467 @@
+"""Simple-route retriever: fielded BM25 over the knowledge base.
+
+Scoring is rank-bm25's ``BM25Okapi`` (k1, b, and its idf floor: terms found in more than half
+of a field's rows get ``epsilon * average idf``), applied to three fields indexed separately:
+
+* ``title``: one row per article;
+* ``questions``: every alternate question is its own row and an article takes the best of its
+  questions (a short customer query is closest to one phrasing, not to all of them at once);
+* ``body``: one row per article.
+
+An article's score is the weighted sum of its field scores. Two backends compute exactly the same
+numbers: ``rank_bm25`` calls ``BM25Okapi.get_scores`` (which visits every row, linear in the KB)
+and ``sparse`` precomputes every row's BM25 term weight into column-compressed matrices, so a
+query only reads the postings of its own terms. Both are built once, in the constructor or in
+``load``, never per query.
+
+``confidence`` is the top article's raw score divided by the score of an ideal article whose
+every field is exactly the query (each query term once, average length), clipped to [0, 1].
+Query terms unknown to a field count in that ideal with the highest idf the field can give, so
+queries with many words the KB never uses get a low confidence. The router calibrates it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+from scipy import sparse
+
+from app.nlp.normalize import (
+    DEFAULT_DROP_STOPWORDS,
+    DEFAULT_STEM,
+    TOKENIZER_VERSION,
+    tokenize,
+)
+from app.nlp.types import Candidate, TierResult
+
+FIELDS = ("title", "questions", "body")
+BACKENDS = ("sparse", "rank_bm25")
+DEFAULT_FIELD_WEIGHTS: Mapping[str, float] = {"title": 0.5, "questions": 1.0, "body": 0.3}
+# rank-bm25's BM25Okapi default for the idf floor; part of the scoring semantics.
+IDF_EPSILON = 0.25
+# An article's score is multiplied by (1 + intent_boost * P(article's intent)).
+DEFAULT_INTENT_BOOST = 1.0
+FORMAT_VERSION = 1
+
+
+@dataclass
+class BM25Doc:
+    """One knowledge-base article as the retriever sees it."""
+
+    slug: str
+    title: str
+    questions: list[str] = field(default_factory=list)
+    body: str = ""
+    intent: str | None = None
+
+
+@dataclass(frozen=True)
+class _Settings:
+    k1: float
+    b: float
+    field_weights: dict[str, float]
+    stem: bool
+    drop_stopwords: bool
+    intent_boost: float
+
+    def tokens(self, text: str) -> list[str]:
+        return tokenize(text, stem_words=self.stem, drop_stopwords=self.drop_stopwords)
+
+
+def _field_rows(
+    docs: Sequence[BM25Doc], name: str, settings: _Settings
+) -> tuple[list[list[str]], np.ndarray]:
+    """Token lists of a field's rows and the article index of each row.
+
+    Title and body give one row per article (even when empty, as rank-bm25 would count it);
+    questions give one row per non-empty question.
+    """
+    if name == "questions":
+        rows: list[list[str]] = []
+        owners: list[int] = []
+        for index, doc in enumerate(docs):
+            for question in doc.questions:
+                tokens = settings.tokens(question)
+                if tokens:
+                    rows.append(tokens)
+                    owners.append(index)
+        return rows, np.asarray(owners, dtype=np.int64)
+    texts = [doc.title if name == "title" else doc.body for doc in docs]
+    return [settings.tokens(t) for t in texts], np.arange(len(docs), dtype=np.int64)
+
+
+def okapi_idf(doc_freq: np.ndarray, n_rows: int) -> np.ndarray:
+    """rank-bm25 BM25Okapi idf, including its floor for terms in more than half of the rows."""
+    idf = np.log(n_rows - doc_freq + 0.5) - np.log(doc_freq + 0.5)
+    floor = IDF_EPSILON * float(idf.mean()) if len(idf) else 0.0
+    return np.where(idf < 0, floor, idf)
+
+
+class _FieldIndex:
+    """One field of the index: scores rows, knows idf for the confidence's ideal score."""
+
+    per_article: bool  # one row per article (title, body) rather than many (questions)
+    row_article: np.ndarray
+    n_articles: int
+    n_rows: int
+
+    def idf(self, term: str) -> float | None:
+        raise NotImplementedError
+
+    def article_scores(self, query: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def max_idf(self) -> float:
+        """The idf of a term no row contains: what an unknown query word weighs in the ideal."""
+        return math.log(self.n_rows + 0.5) - math.log(0.5)
+
+    def _max_per_article(self, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Best row score of each article, and 0 for articles none of whose rows matched."""
+        best = np.zeros(self.n_articles)
+        if len(rows):
+            np.maximum.at(best, self.row_article[rows], scores)
+        return best
+
+
+class _RankBM25Field(_FieldIndex):
+    """A field scored by rank-bm25 itself (every row visited per query)."""
+
+    def __init__(self, rows, row_article, n_articles, per_article, settings: _Settings) -> None:
+        self.per_article = per_article
+        self.row_article = row_article
+        self.n_articles = n_articles
+        self.n_rows = len(rows)
+        self.model = BM25Okapi(rows, k1=settings.k1, b=settings.b, epsilon=IDF_EPSILON)
+
+    def idf(self, term: str) -> float | None:
+        return self.model.idf.get(term)
+
+    def article_scores(self, query: list[str]) -> np.ndarray:
+        row_scores = self.model.get_scores(query)
+        if self.per_article:
+            return row_scores
+        matched = np.flatnonzero(row_scores > 0)
+        return self._max_per_article(matched, row_scores[matched])
+
+
+class _SparseField(_FieldIndex):
+    """A field as a term x row CSC matrix of precomputed BM25 term weights."""
+
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        matrix: sparse.csc_matrix,
+        idf: np.ndarray,
+        row_article: np.ndarray,
+        n_articles: int,
+        per_article: bool,
+    ) -> None:
+        self.vocab = vocab
+        self.matrix = matrix
+        self.idf_values = idf
+        self.row_article = row_article
+        self.n_articles = n_articles
+        self.n_rows = matrix.shape[0]
+        self.per_article = per_article
+
+    @classmethod
+    def build(cls, rows, row_article, n_articles, per_article, settings: _Settings):
+        vocab: dict[str, int] = {}
+        row_ids: list[int] = []
+        term_ids: list[int] = []
+        counts: list[int] = []
+        for row, tokens in enumerate(rows):
+            for term, count in Counter(tokens).items():
+                row_ids.append(row)
+                term_ids.append(vocab.setdefault(term, len(vocab)))
+                counts.append(count)
+        tf = np.asarray(counts, dtype=np.float64)
+        row_index = np.asarray(row_ids, dtype=np.int64)
+        column_index = np.asarray(term_ids, dtype=np.int64)
+        doc_len = np.asarray([len(tokens) for tokens in rows], dtype=np.float64)
+        avgdl = doc_len.mean() if len(rows) else 0.0
+        idf = okapi_idf(np.bincount(column_index, minlength=len(vocab)), len(rows))
+        length_norm = settings.k1 * (1 - settings.b + settings.b * doc_len[row_index] / avgdl)
+        weights = idf[column_index] * (tf * (settings.k1 + 1) / (tf + length_norm))
+        matrix = sparse.csc_matrix(
+            (weights, (row_index, column_index)), shape=(len(rows), len(vocab))
+        )
+        return cls(vocab, matrix, idf, row_article, n_articles, per_article)
+
+    def idf(self, term: str) -> float | None:
+        column = self.vocab.get(term)
+        return None if column is None else float(self.idf_values[column])
+
+    def article_scores(self, query: list[str]) -> np.ndarray:
+        columns = Counter(self.vocab[t] for t in query if t in self.vocab)
+        indptr, indices, data = self.matrix.indptr, self.matrix.indices, self.matrix.data
+        if not columns:
+            return np.zeros(self.n_articles)
+        if self.per_article:
+            scores = np.zeros(self.n_articles)
+            for column, count in columns.items():
+                start, stop = indptr[column], indptr[column + 1]
+                scores[indices[start:stop]] += count * data[start:stop]
+            return scores
+        if len(columns) == 1:
+            ((column, count),) = columns.items()
+            start, stop = indptr[column], indptr[column + 1]
+            return self._max_per_article(indices[start:stop], count * data[start:stop])
+        row_scores = np.zeros(self.n_rows)
+        touched = []
+        for column, count in columns.items():
+            start, stop = indptr[column], indptr[column + 1]
+            row_scores[indices[start:stop]] += count * data[start:stop]
+            touched.append(indices[start:stop])
+        rows = np.unique(np.concatenate(touched))
+        return self._max_per_article(rows, row_scores[rows])
+
+
+class BM25Retriever:
+    """Fielded BM25 over knowledge-base articles; see the module docstring for the scoring."""
+
+    def __init__(
+        self,
+        docs: Sequence[BM25Doc],
+        *,
+        backend: str = "sparse",
+        field_weights: Mapping[str, float] | None = None,
+        k1: float = 1.5,
+        b: float = 0.75,
+        stem: bool = DEFAULT_STEM,
+        drop_stopwords: bool = DEFAULT_DROP_STOPWORDS,
+        intent_boost: float = DEFAULT_INTENT_BOOST,
+    ) -> None:
+        self.backend = backend
+        self.settings = _validated_settings(
+            backend, field_weights, k1, b, stem, drop_stopwords, intent_boost
+        )
+        self.docs = list(docs)
+        _check_docs(self.docs)
+        self._version = _content_hash(self.docs, self.settings)
+        self._init_lookup()
+        self.fields: dict[str, _FieldIndex] = {}
+        for name, weight in self.settings.field_weights.items():
+            if weight > 0:
+                rows, owners = _field_rows(self.docs, name, self.settings)
+                if any(rows):  # rank-bm25 cannot index a field with no tokens at all
+                    self.fields[name] = self._build_field(rows, owners, name)
+
+    def _build_field(self, rows, owners, name: str) -> _FieldIndex:
+        per_article = name != "questions"
+        cls = _SparseField.build if self.backend == "sparse" else _RankBM25Field
+        return cls(rows, owners, len(self.docs), per_article, self.settings)
+
+    def _init_lookup(self) -> None:
+        self.intent_of = np.array([d.intent or "" for d in self.docs], dtype=object)
+        self._intent_rows: dict[str, np.ndarray] = {}
+        for index, doc in enumerate(self.docs):
+            if doc.intent:
+                self._intent_rows.setdefault(doc.intent, []).append(index)
+        self._intent_rows = {k: np.asarray(v) for k, v in self._intent_rows.items()}
+
+    @property
+    def version(self) -> str:
+        """Hash of the indexed content and the scoring settings."""
+        return self._version
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def run(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        intent: str | None = None,
+        intent_probs: Sequence[tuple[str, float]] | None = None,
+    ) -> TierResult:
+        """Best ``k`` articles for ``query``.
+
+        ``intent`` restricts the candidates to that intent's articles (all articles when it has
+        none); ``intent_probs`` (e.g. FastText's top-k) multiplies each article's score by
+        ``1 + intent_boost * P(its intent)``. Only articles with a positive score are returned.
+        """
+        started = time.perf_counter()
+        tokens = self.settings.tokens(query)
+        result = TierResult(tier="bm25", model_version=self._version)
+        if tokens and self.fields and k > 0:
+            raw = self._raw_scores(tokens)
+            ranked = self._boosted(raw, intent_probs)
+            allowed = self._intent_rows.get(intent) if intent else None
+            if allowed is not None:
+                mask = np.full(len(self.docs), -np.inf)
+                mask[allowed] = 0.0
+                ranked = ranked + mask
+            top = _top_k(ranked, k)
+            result.candidates = [self._candidate(i, ranked[i]) for i in top]
+            if len(top):
+                result.confidence = self._confidence(tokens, raw[top[0]])
+        result.ms = (time.perf_counter() - started) * 1000
+        return result
+
+    def _raw_scores(self, tokens: list[str]) -> np.ndarray:
+        total = np.zeros(len(self.docs))
+        for name, index in self.fields.items():
+            total += self.settings.field_weights[name] * index.article_scores(tokens)
+        return total
+
+    def _boosted(self, raw: np.ndarray, intent_probs) -> np.ndarray:
+        if not intent_probs or self.settings.intent_boost == 0:
+            return raw
+        factor = np.ones(len(self.docs))
+        for name, probability in intent_probs:
+            rows = self._intent_rows.get(name)
+            if rows is not None:
+                factor[rows] += self.settings.intent_boost * max(0.0, float(probability))
+        return raw * factor
+
+    def _candidate(self, index: int, score: float) -> Candidate:
+        doc = self.docs[index]
+        return Candidate(slug=doc.slug, title=doc.title, score=float(score), intent=doc.intent)
+
+    def ideal_score(self, tokens: list[str]) -> float:
+        """Score of an article whose every field is exactly the query (see module docstring)."""
+        total = 0.0
+        for name, index in self.fields.items():
+            unknown = index.max_idf()
+            idfs = (index.idf(t) for t in tokens)
+            field_ideal = sum(unknown if idf is None else max(0.0, idf) for idf in idfs)
+            total += self.settings.field_weights[name] * field_ideal
+        return total
+
+    def _confidence(self, tokens: list[str], top_raw: float) -> float:
+        ideal = self.ideal_score(tokens)
+        return float(min(1.0, max(0.0, top_raw / ideal))) if ideal > 0 else 0.0
+
+    def save(self, path: Path) -> None:
+        """Write the index to one ``.npz`` file (no pickle), atomically."""
+        path = Path(path)
+        arrays: dict[str, np.ndarray] = {}
+        meta = {
+            "format": FORMAT_VERSION,
+            "tokenizer": TOKENIZER_VERSION,
+            "backend": self.backend,
+            "version": self._version,
+            "settings": asdict(self.settings),
+            "docs": [_doc_record(d, full=self.backend != "sparse") for d in self.docs],
+            "fields": {},
+        }
+        if self.backend == "sparse":
+            for name, index in self.fields.items():
+                meta["fields"][name] = {"vocab": list(index.vocab), "n_rows": index.n_rows}
+                arrays[f"{name}.indptr"] = index.matrix.indptr
+                arrays[f"{name}.indices"] = index.matrix.indices
+                arrays[f"{name}.data"] = index.matrix.data
+                arrays[f"{name}.idf"] = index.idf_values
+                arrays[f"{name}.row_article"] = index.row_article
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_bytes(buffer.getvalue())
+        partial.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> BM25Retriever:
+        """Read an index written by ``save``; a rank_bm25 index is rebuilt from its articles."""
+        with np.load(Path(path), allow_pickle=False) as archive:
+            meta = json.loads(archive["meta"].tobytes())
+            if meta.get("format") != FORMAT_VERSION or meta.get("tokenizer") != TOKENIZER_VERSION:
+                raise ValueError(f"{path}: index written by another version, rebuild it")
+            settings = meta["settings"]
+            docs = [BM25Doc(**record) for record in meta["docs"]]
+            if meta["backend"] != "sparse":
+                return cls(docs, backend=meta["backend"], **settings)
+            arrays = {name: archive[name] for name in archive.files if name != "meta"}
+        self = cls.__new__(cls)
+        self.backend = "sparse"
+        self.settings = _Settings(**settings)
+        self.docs = docs
+        self._version = meta["version"]
+        self._init_lookup()
+        self.fields = {}
+        for name, info in meta["fields"].items():
+            vocab = {term: i for i, term in enumerate(info["vocab"])}
+            matrix = sparse.csc_matrix(
+                (arrays[f"{name}.data"], arrays[f"{name}.indices"], arrays[f"{name}.indptr"]),
+                shape=(info["n_rows"], len(vocab)),
+            )
+            self.fields[name] = _SparseField(
+                vocab,
+                matrix,
+                arrays[f"{name}.idf"],
+                arrays[f"{name}.row_article"],
+                len(docs),
+                per_article=name != "questions",
+            )
+        return self
+
+
+def _validated_settings(
+    backend, field_weights, k1, b, stem, drop_stopwords, intent_boost
+) -> _Settings:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown BM25 backend {backend!r}; expected one of {BACKENDS}")
+    if not (isinstance(k1, int | float) and math.isfinite(k1) and k1 >= 0):
+        raise ValueError(f"k1 must be a finite number >= 0, got {k1!r}")
+    if not (isinstance(b, int | float) and 0 <= b <= 1):
+        raise ValueError(f"b must be between 0 and 1, got {b!r}")
+    if not (math.isfinite(intent_boost) and intent_boost >= 0):
+        raise ValueError(f"intent_boost must be >= 0, got {intent_boost!r}")
+    weights = dict(DEFAULT_FIELD_WEIGHTS if field_weights is None else field_weights)
+    unknown = set(weights) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown BM25 fields {sorted(unknown)}; expected some of {FIELDS}")
+    if any(not math.isfinite(w) or w < 0 for w in weights.values()):
+        raise ValueError(f"field weights must be finite and >= 0, got {weights}")
+    if not any(w > 0 for w in weights.values()):
+        raise ValueError("at least one field weight must be positive")
+    weights = {name: float(weights.get(name, 0.0)) for name in FIELDS}
+    return _Settings(float(k1), float(b), weights, bool(stem), bool(drop_stopwords), intent_boost)
+
+
+def _check_docs(docs: list[BM25Doc]) -> None:
+    seen: set[str] = set()
+    for doc in docs:
+        if not doc.slug:
+            raise ValueError(f"article without a slug: {doc.title!r}")
+        if doc.slug in seen:
+            raise ValueError(f"duplicate article slug {doc.slug!r}")
+        seen.add(doc.slug)
+
+
+def _content_hash(docs: list[BM25Doc], settings: _Settings) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps([TOKENIZER_VERSION, asdict(settings)], sort_keys=True).encode())
+    for doc in docs:
+        digest.update(json.dumps(_doc_record(doc, full=True), sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def _doc_record(doc: BM25Doc, *, full: bool) -> dict:
+    record = {"slug": doc.slug, "title": doc.title, "intent": doc.intent}
+    if full:
+        record.update(questions=list(doc.questions), body=doc.body)
+    return record
+
+
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest positive scores, best first (ties: lower index first)."""
+    positive = np.flatnonzero(scores > 0)
+    if len(positive) > k:
+        part = np.argpartition(-scores[positive], k - 1)[:k]
+        positive = positive[part]
+    order = np.lexsort((positive, -scores[positive]))
+    return positive[order]
