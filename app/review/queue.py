@@ -172,6 +172,22 @@ return 1
 """
 )
 
+# ARGV: id, reviewer id, lease expiry.  Records a lease the database already granted.
+TAKE_SCRIPT = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+return 1
+"""
+
+# ARGV: id, reviewer id.  Drops a lease Redis granted but the database refused.
+DROP_LEASE_SCRIPT = """
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return 1
+"""
+
 RELEASE_EXPIRED_SCRIPT = _LUA_PRELUDE + _LUA_RELEASE_EXPIRED + "return #expired"
 
 
@@ -230,14 +246,20 @@ class ReviewQueue:
         self.holders_key = f"{prefix}review:holders"
         self.meta_key = f"{prefix}review:meta"
         self._keys = [self.queue_key, self.leases_key, self.holders_key, self.meta_key]
-        self._claim = client.register_script(CLAIM_SCRIPT)
-        self._enqueue = client.register_script(ENQUEUE_SCRIPT)
-        self._restore_leases = client.register_script(RESTORE_LEASES_SCRIPT)
-        self._renew = client.register_script(RENEW_SCRIPT)
-        self._release = client.register_script(RELEASE_SCRIPT)
-        self._release_expired = client.register_script(RELEASE_EXPIRED_SCRIPT)
+        self._scripts: dict[str, object] = {}
         self._redis_down_until = 0.0
         self._lock = threading.Lock()
+
+    def _script(self, source: str):
+        """A registered Lua script, created on first use (so that building the queue never
+        starts a lazily started embedded Redis)."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self.client.register_script(source)
+        return script
+
+    def _run(self, source: str, args: Sequence) -> object:
+        return self._script(source)(keys=self._keys, args=list(args))
 
     # -- scoring -----------------------------------------------------------------------------
 
@@ -281,7 +303,7 @@ class ReviewQueue:
                 args: list[str] = []
                 for item in items[start:start + 500]:
                     args.extend(self._entry(item))
-                added += int(self._enqueue(keys=self._keys, args=args))
+                added += int(self._run(ENQUEUE_SCRIPT, args))
         except redis.RedisError as exc:
             self._note_redis_error(exc, "enqueue")
             return None
@@ -308,7 +330,7 @@ class ReviewQueue:
     def _claim_via_redis(self, reviewer_id, intent, route, reason) -> Claim | None:
         skipped: list[str] = []
         while True:
-            result = self._claim(keys=self._keys, args=[
+            result = self._run(CLAIM_SCRIPT, [
                 self.lease_seconds, str(reviewer_id), intent or "", route or "", reason or "",
                 json.dumps(skipped),
             ])
@@ -320,7 +342,7 @@ class ReviewQueue:
             # The row is no longer claimable (resolved, or held by someone per the database).
             status = self._db_status(item_id)
             if status in OPEN_STATUSES:
-                self._drop_lease_only(item_id)
+                self._run(DROP_LEASE_SCRIPT, [str(item_id), str(reviewer_id)])
             else:
                 self.complete(item_id)
             skipped.append(str(item_id))
@@ -363,11 +385,28 @@ class ReviewQueue:
                 return Claim(item.id, expires, "database")
         return None
 
+    def claim_item(self, item_id: int, reviewer_id: int) -> Claim | None:
+        """Lease one particular item (picked from the queue page); None if it is not free.
+
+        The database decides (guarded update); Redis then records the lease. A concurrent
+        ``claim_next`` that popped the same id is refused by the database and drops only its
+        own lease entry.
+        """
+        expires = from_epoch(time.time() + self.lease_seconds)
+        if not self._confirm_claim_in_db(item_id, reviewer_id, expires):
+            return None
+        try:
+            self._run(TAKE_SCRIPT, [str(item_id), str(reviewer_id), repr(to_epoch(expires))])
+        except redis.RedisError as exc:
+            self._note_redis_error(exc, "claim")
+            return Claim(item_id, expires, "database")
+        return Claim(item_id, expires, "redis")
+
     def renew(self, item_id: int, reviewer_id: int) -> datetime | None:
         """Extend the reviewer's lease (any action on the item counts); None if not held."""
         expires: datetime | None = None
         try:
-            raw = self._renew(keys=self._keys, args=[str(item_id), str(reviewer_id),
+            raw = self._run(RENEW_SCRIPT, [str(item_id), str(reviewer_id),
                                                     self.lease_seconds])
             if raw:
                 expires = from_epoch(float(raw))
@@ -384,19 +423,12 @@ class ReviewQueue:
             )
             if result.rowcount != 1:
                 return None
-        if expires is None:
-            self._restore_one_lease(item_id, fallback, reviewer_id)
+        if expires is None:  # Redis lost the lease (flushed, or expired and not yet re-claimed)
+            try:
+                self._run(TAKE_SCRIPT, [str(item_id), str(reviewer_id), repr(to_epoch(fallback))])
+            except redis.RedisError as exc:
+                self._note_redis_error(exc, "renew")
         return expires or fallback
-
-    def _restore_one_lease(self, item_id: int, expires: datetime, reviewer_id: int) -> None:
-        try:
-            pipe = self.client.pipeline()
-            pipe.zrem(self.queue_key, str(item_id))
-            pipe.zadd(self.leases_key, {str(item_id): to_epoch(expires)})
-            pipe.hset(self.holders_key, str(item_id), str(reviewer_id))
-            pipe.execute()
-        except redis.RedisError as exc:
-            self._note_redis_error(exc, "lease restore")
 
     def release(self, item_id: int, reviewer_id: int) -> bool:
         """Give a held item back to the queue (the reviewer chose not to work on it)."""
@@ -412,7 +444,7 @@ class ReviewQueue:
             item = session.get(ReviewItem, item_id) if released else None
         if item is not None:
             try:
-                if not self._release(keys=self._keys, args=[str(item_id), str(reviewer_id)]):
+                if not self._run(RELEASE_SCRIPT, [str(item_id), str(reviewer_id)]):
                     self.enqueue_many([item], force=True)
             except redis.RedisError as exc:
                 self._note_redis_error(exc, "release")
@@ -435,12 +467,6 @@ class ReviewQueue:
         pipe.zrem(self.leases_key, *ids)
         pipe.hdel(self.holders_key, *ids)
         pipe.hdel(self.meta_key, *ids)
-        pipe.execute()
-
-    def _drop_lease_only(self, item_id: int) -> None:
-        pipe = self.client.pipeline()
-        pipe.zrem(self.leases_key, str(item_id))
-        pipe.hdel(self.holders_key, str(item_id))
         pipe.execute()
 
     def _db_status(self, item_id: int) -> str | None:
@@ -488,7 +514,7 @@ class ReviewQueue:
                 select(ReviewItem).where(ReviewItem.status == "claimed")
             ).all()
         try:
-            self._release_expired(keys=self._keys, args=[])
+            self._run(RELEASE_EXPIRED_SCRIPT, [])
             queued = self.enqueue_many(pending, force=True)
             if queued is None:
                 raise redis.ConnectionError("could not queue the pending items")
@@ -516,7 +542,7 @@ class ReviewQueue:
                 args.extend([str(item.id), repr(to_epoch(item.lease_expires_at)),
                              str(item.claimed_by)])
             if args:
-                restored += int(self._restore_leases(keys=self._keys, args=args))
+                restored += int(self._run(RESTORE_LEASES_SCRIPT, args))
         return restored
 
     def _remove_stale(self) -> int:
