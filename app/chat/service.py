@@ -1,0 +1,313 @@
+"""What the chat API does with a message: store it, ask the engine, answer or hand over to a
+person, and store the outcome with its routing trace.
+
+Every customer message becomes a ``Message(role="customer")`` row and every turn of the bot a
+``Message(role="bot")`` row that replies to it (``in_reply_to``):
+
+- ``status="answered"``: the answer's text, sanitised HTML and article, shown to the customer;
+- ``status="pending_review"``: the bot's draft (if it had one) with the routing trace, kept for
+  the reviewer; customers see only a "a person will answer shortly" notice in its place.
+
+A reviewer's reply arrives later as a ``Message(role="agent")`` written by the console.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from flask import url_for
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.chat.cache import AnswerCache
+from app.chat.text import asks_for_human, html_to_text
+from app.models import Article, Conversation, Feedback, Message, ReviewItem
+from app.nlp.types import Decision
+
+log = logging.getLogger(__name__)
+
+PENDING_NOTICE = "Thanks for your patience: a person from our team will answer here shortly."
+OPEN_REVIEW_STATUSES = ("pending", "claimed")
+HISTORY_LIMIT = 200
+
+# Reasons this module escalates with (the router's own reasons come from the Decision).
+REASON_MODELS_UNAVAILABLE = "models_unavailable"
+REASON_ENGINE_ERROR = "engine_error"
+REASON_ASKED_FOR_HUMAN = "asked_for_human"
+REASON_NOT_HELPFUL = "not_helpful"
+REASON_NO_ANSWER = "no_answer"
+
+
+@dataclass
+class Turn:
+    """The outcome of one customer message, as the API reports it."""
+
+    conversation: Conversation
+    customer: Message
+    bot: Message
+    article: Article | None
+    suggestions: list[dict[str, str]]
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` reduced to what a JSON column holds: NumPy numbers become floats, NaN null."""
+    def fallback(obj: Any) -> Any:
+        try:
+            return float(obj)
+        except (TypeError, ValueError):
+            return str(obj)
+
+    return json.loads(json.dumps(value, default=fallback), parse_constant=lambda _name: None)
+
+
+def find_conversation(session: Session, conversation_id: str) -> Conversation | None:
+    return session.get(Conversation, conversation_id)
+
+
+def _next_seq(session: Session, conversation_id: str) -> int:
+    current = session.scalar(
+        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
+    )
+    return 0 if current is None else current + 1
+
+
+def _published_article(session: Session, slug: str | None) -> Article | None:
+    if not slug:
+        return None
+    return session.scalar(select(Article).where(Article.slug == slug, Article.published.is_(True)))
+
+
+def _suggestions(session: Session, decision: Decision | None, exclude: str | None) -> list[dict]:
+    if decision is None:
+        return []
+    slugs = [c.slug for c in decision.suggestions if c.slug != exclude]
+    if not slugs:
+        return []
+    titles = dict(session.execute(
+        select(Article.slug, Article.title).where(Article.slug.in_(slugs),
+                                                  Article.published.is_(True))
+    ).all())
+    seen: set[str] = set()
+    out = []
+    for slug in slugs:
+        if slug in titles and slug not in seen:
+            seen.add(slug)
+            out.append({"slug": slug, "title": titles[slug]})
+    return out[:5]
+
+
+@dataclass
+class EngineOutcome:
+    decision: Decision | None
+    failure: str | None = None  # why there is no decision
+    cached: bool = False
+
+
+def _ask_engine(engine, text: str, cache: AnswerCache | None) -> EngineOutcome:
+    """The engine's decision, or the reason it could not give one."""
+    from app.nlp.engine import EngineNotReady
+
+    if not getattr(engine, "ready", False):
+        return EngineOutcome(None, REASON_MODELS_UNAVAILABLE)
+    if cache is not None:
+        hit = cache.get(engine, text)
+        if hit is not None:
+            return EngineOutcome(hit, cached=True)
+    try:
+        decision = engine.answer(text)
+    except EngineNotReady:
+        return EngineOutcome(None, REASON_MODELS_UNAVAILABLE)
+    except Exception:  # noqa: BLE001 - a broken model must not lose the customer's message
+        log.exception("the engine failed on a message; handing it to a person")
+        return EngineOutcome(None, REASON_ENGINE_ERROR)
+    if cache is not None:
+        cache.put(engine, text, decision)
+    return EngineOutcome(decision)
+
+
+def _escalate(session: Session, conversation: Conversation, customer: Message, reason: str,
+              draft: Message | None) -> None:
+    from app.review.service import escalate
+
+    conversation.status = "pending_review"
+    session.commit()  # the customer's message and the bot's draft are safe before anything else
+    escalate(session, conversation=conversation, message=customer, reason=reason,
+             draft_message=draft, intent=draft.intent if draft else None,
+             route=draft.route if draft else None)
+
+
+def handle_message(session: Session, *, engine, text: str, conversation_id: str | None,
+                   client_key: str, handoff: bool, cache: AnswerCache | None = None) -> Turn:
+    """Store ``text``, answer it or hand it to a person, store the outcome; see the module doc."""
+    if conversation_id is None:
+        conversation = Conversation(client_key=client_key, status="open")
+        session.add(conversation)
+        session.flush()
+    else:
+        conversation = find_conversation(session, conversation_id)
+        assert conversation is not None, "the caller checks that the conversation exists"
+    seq = _next_seq(session, conversation.id)
+    customer = Message(conversation_id=conversation.id, seq=seq, role="customer", text=text)
+    session.add(customer)
+    session.flush()
+
+    wants_person = handoff or asks_for_human(text)
+    outcome = EngineOutcome(None)
+    if handoff or not wants_person:
+        # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
+        outcome = _ask_engine(engine, text, cache)
+    decision = outcome.decision
+
+    proposed = decision.article if decision is not None else None
+    article = _published_article(session, proposed.slug if proposed else None)
+    if wants_person:
+        reason = REASON_ASKED_FOR_HUMAN
+    elif decision is None:
+        reason = outcome.failure
+    elif decision.escalate:
+        reason = decision.escalation_reason or "below_threshold"
+    elif article is None:
+        reason = REASON_NO_ANSWER
+    else:
+        reason = None
+
+    trace = _json_safe(decision.trace) if decision is not None else {}
+    trace = {**trace, "escalation_reason": reason, "cache_hit": outcome.cached}
+    bot = Message(
+        conversation_id=conversation.id, seq=seq + 1, role="bot", in_reply_to=customer.id,
+        status="pending_review" if reason else "answered",
+        text=html_to_text(article.body_html) if article else "",
+        html=article.body_html if article else None,
+        article_slug=article.slug if article else None,
+        confidence=float(decision.confidence) if decision is not None else None,
+        route=decision.route if decision is not None else None,
+        intent=decision.intent if decision is not None else None,
+        trace=trace,
+    )
+    session.add(bot)
+    customer.route, customer.intent = bot.route, bot.intent
+    suggestions = _suggestions(session, decision, article.slug if article else None)
+    if reason:
+        _escalate(session, conversation, customer, reason, bot if decision is not None else None)
+    else:
+        session.commit()
+    return Turn(conversation, customer, bot, article if not reason else None, suggestions)
+
+
+def article_ref(slug: str, title: str) -> dict[str, str]:
+    return {"slug": slug, "title": title, "url": url_for("web.article", slug=slug)}
+
+
+def turn_payload(turn: Turn) -> dict[str, Any]:
+    """The documented response of ``POST /api/v1/chat``."""
+    bot = turn.bot
+    answer = None
+    if bot.status == "answered" and turn.article is not None:
+        answer = {"text": bot.text, "html": bot.html or "",
+                  "article": article_ref(turn.article.slug, turn.article.title)}
+    return {
+        "conversation_id": turn.conversation.id,
+        "message_id": bot.id,
+        "status": bot.status,
+        "answer": answer,
+        "confidence": bot.confidence,
+        "route": bot.route,
+        "suggestions": turn.suggestions,
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="milliseconds") + "Z" if value else None
+
+
+def awaiting_person(session: Session, conversation_id: str) -> bool:
+    """True while a review item of the conversation is still open (pending or claimed)."""
+    return bool(session.scalar(
+        select(func.count(ReviewItem.id)).where(
+            ReviewItem.conversation_id == conversation_id,
+            ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+        )
+    ))
+
+
+def conversation_payload(session: Session, conversation: Conversation) -> dict[str, Any]:
+    """The documented response of ``GET /api/v1/conversations/<id>``."""
+    messages = list(session.scalars(
+        select(Message).where(Message.conversation_id == conversation.id)
+        .order_by(Message.seq, Message.created_at).limit(HISTORY_LIMIT)
+    ))
+    slugs = {m.article_slug for m in messages if m.article_slug}
+    articles = {a.slug: a for a in session.scalars(select(Article).where(Article.slug.in_(slugs)))}
+    waiting = awaiting_person(session, conversation.id)
+    return {
+        "conversation_id": conversation.id,
+        "status": "pending_review" if waiting else "open",
+        "awaiting_person": waiting,
+        "created_at": _iso(conversation.created_at),
+        "messages": [_message_payload(m, articles) for m in messages],
+    }
+
+
+def _message_payload(message: Message, articles: dict[str, Article]) -> dict[str, Any]:
+    text, html, article = message.text, None, None
+    linked = articles.get(message.article_slug or "")
+    if message.role == "bot" and message.status != "answered":
+        text = PENDING_NOTICE  # the draft is for the reviewer, not the customer
+    elif message.role == "bot":
+        html = message.html
+        if linked is not None:
+            article = article_ref(linked.slug, linked.title)
+    elif message.role == "agent" and linked is not None:
+        # A reviewer's reply by article: its HTML is the KB's sanitised HTML, never free text.
+        html = linked.body_html
+        article = article_ref(linked.slug, linked.title)
+    return {
+        "id": message.id,
+        "role": message.role,
+        "seq": message.seq,
+        "text": text,
+        "html": html,
+        "article": article,
+        "status": message.status if message.role == "bot" else None,
+        "in_reply_to": message.in_reply_to,
+        "created_at": _iso(message.created_at),
+    }
+
+
+@dataclass
+class FeedbackOutcome:
+    feedback: Feedback
+    escalated: bool
+    conversation_status: str
+
+
+def record_feedback(session: Session, message: Message, helpful: bool,
+                    comment: str | None) -> FeedbackOutcome:
+    """Store a vote on an answer; "not helpful" hands the question to a person (once)."""
+    feedback = Feedback(message_id=message.id, helpful=helpful, comment=comment)
+    session.add(feedback)
+    session.flush()
+    conversation = session.get(Conversation, message.conversation_id)
+    escalated = False
+    question = session.get(Message, message.in_reply_to) if message.in_reply_to else None
+    if not helpful and question is not None and not _has_open_review(session, question.id):
+        _escalate(session, conversation, question, REASON_NOT_HELPFUL,
+                  message if message.role == "bot" else None)
+        escalated = True
+    else:
+        session.commit()
+    status = "pending_review" if awaiting_person(session, conversation.id) else "open"
+    return FeedbackOutcome(feedback, escalated, status)
+
+
+def _has_open_review(session: Session, customer_message_id: str) -> bool:
+    return bool(session.scalar(
+        select(func.count(ReviewItem.id)).where(
+            ReviewItem.message_id == customer_message_id,
+            ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+        )
+    ))

@@ -1,0 +1,92 @@
+"""Text helpers of the chat API: cleaning customer input, detecting requests for a person,
+and turning an article's sanitised HTML into plain text."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from html import unescape
+from html.parser import HTMLParser
+
+MAX_MESSAGE_CHARS = 2000
+
+# Control characters (C0, DEL, C1) except tab and newline, and lone surrogates, which JSON's
+# \\uXXXX escapes can smuggle in and no database column can store. Format characters such as
+# the zero-width joiner stay: emoji sequences and several scripts need them.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def clean_message(raw: str) -> str:
+    """NFC-normalised text without control characters, trimmed (tabs become spaces)."""
+    text = _CONTROL_RE.sub("", raw.replace("\r\n", "\n").replace("\r", "\n"))
+    text = unicodedata.normalize("NFC", text.replace("\t", " "))
+    return text.strip()
+
+
+# A customer asking for a human. Deliberately narrow: a short list of phrasings that clearly
+# mean "let me talk to a person", so that questions merely mentioning staff still get answered.
+#   talk/speak/chat to/with (a|an|the|some|real|live|actual) (human|person|agent|...)
+#   (human|real person|live agent|operator|representative) please / now
+#   I want/need/would like (a|an|to talk to a) human / person / agent
+#   connect/transfer me to (a|an) agent / human / person
+#   "agent", "human", "operator", "representative" on their own
+_PERSON = r"(?:human(?: being)?|person|agent|operator|representative|rep|advisor|adviser|someone|somebody|staff|support team)"
+_ARTICLE = r"(?:(?:a|an|the|some|one of your|your)\s+)?(?:(?:real|live|actual|human)\s+)?"
+_ASKED_FOR_HUMAN_RE = re.compile(
+    r"""
+    \b(?:talk|speak|chat)\s+(?:to|with)\s+""" + _ARTICLE + _PERSON + r"""\b
+    | \b(?:connect|transfer|put)\s+me\s+(?:through\s+)?(?:to|with)\s+""" + _ARTICLE + _PERSON + r"""\b
+    | \b(?:i\s+)?(?:want|need|would\s+like|'d\s+like)\s+(?:to\s+(?:talk|speak)\s+to\s+)?"""
+    + _ARTICLE + r"""(?:human|person|agent|operator|representative)\b
+    | ^\W*(?:a\s+)?(?:real\s+|live\s+)?(?:human|person|agent|operator|representative)
+      (?:\s+(?:please|pls|now))?\W*$
+    | \b(?:human|real\s+person|live\s+agent|operator|representative)\s+(?:please|pls)\b
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def asks_for_human(text: str) -> bool:
+    """True when the message is a request to talk to a person (see the phrasings above)."""
+    return bool(_ASKED_FOR_HUMAN_RE.search(text))
+
+
+_BLOCK_TAGS = frozenset(
+    {"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table",
+     "blockquote", "pre", "section", "article"}
+)
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in ("script", "style"):
+            self._skip += 1
+        elif tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+        if tag == "li":
+            self.parts.append("- ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._skip = max(0, self._skip - 1)
+        elif tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> str:
+    """Readable plain text of an HTML fragment: tags dropped, paragraphs on their own lines."""
+    parser = _TextExtractor()
+    parser.feed(html or "")
+    parser.close()
+    text = unescape("".join(parser.parts))
+    lines = [re.sub(r"[ \t\u00a0]+", " ", line).strip() for line in text.split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
