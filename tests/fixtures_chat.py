@@ -1,1 +1,101 @@
-"""Fixtures of the chat area, shared with other tests through pytest_plugins."""
+"""Fixtures of the chat area, shared with other tests through pytest_plugins.
+
+- ``make_app(**config)``: the test app (same database, Redis and key prefix as ``app``) with
+  config overrides, e.g. ``make_app(RATE_LIMIT="3/hour")``.
+- ``sample_articles``: three published articles (and one unpublished) in the test database.
+- ``add_article`` / ``add_message``: write rows the way the KB import and the console do.
+- ``serve_app(app)``: a context manager serving ``app`` on a free loopback port in a thread,
+  yielding its base URL (for browser tests).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from sqlalchemy import func, select
+from werkzeug.serving import make_server
+
+from app import create_app
+from app.db import session_scope
+from app.models import Article, Message
+
+
+def add_article(db_url: str, slug: str, title: str, body_html: str, *, category: str | None = None,
+                questions: list[str] | None = None, published: bool = True) -> None:
+    with session_scope(db_url) as session:
+        session.add(Article(slug=slug, title=title, body=body_html, body_html=body_html,
+                            category=category, tags=[], questions=questions or [],
+                            published=published))
+
+
+def add_message(db_url: str, conversation_id: str, role: str, text: str, **fields) -> str:
+    """Append a message to a conversation (as the console does for a reviewer's reply)."""
+    with session_scope(db_url) as session:
+        seq = session.scalar(select(func.max(Message.seq)).where(
+            Message.conversation_id == conversation_id))
+        message = Message(conversation_id=conversation_id, seq=(seq or 0) + 1, role=role,
+                          text=text, **fields)
+        session.add(message)
+        session.flush()
+        return message.id
+
+
+SAMPLE_ARTICLES = [
+    ("card-arrival", "Where is my new card?",
+     "<p>New cards arrive within <strong>5 working days</strong>.</p>"
+     "<p>If it has not come after 7 days, freeze it in the app and order another.</p>",
+     "card_arrival", ["My card has not come yet", "How long does card delivery take?"]),
+    ("exchange-rate", "Which exchange rate do you use?",
+     "<p>We use the interbank rate, updated every minute, plus a small fee at weekends.</p>",
+     "exchange_rate", ["What rate do I get abroad?"]),
+    ("top-up-by-card", "Top up with a card",
+     "<ul><li>Open the app</li><li>Choose <em>Add money</em></li></ul>",
+     "top_up_by_card_charge", ["How do I add money with my card?"]),
+]
+
+
+@pytest.fixture
+def sample_articles(db_url) -> list[str]:
+    for slug, title, body, category, questions in SAMPLE_ARTICLES:
+        add_article(db_url, slug, title, body, category=category, questions=questions)
+    add_article(db_url, "draft-article", "Unreleased card feature", "<p>Not yet.</p>",
+                category="card_arrival", published=False)
+    return [a[0] for a in SAMPLE_ARTICLES]
+
+
+@pytest.fixture
+def make_app(tmp_path, db_url, redis_client, redis_prefix):
+    """Build the test app with config overrides (same database and Redis prefix as ``app``)."""
+    def build(**overrides):
+        config = {
+            "TESTING": True,
+            "SQLALCHEMY_DATABASE_URI": db_url,
+            "REDIS_CLIENT": redis_client,
+            "REDIS_PREFIX": redis_prefix,
+            "VAR_DIR": tmp_path / "var",
+            "MODELS_DIR": tmp_path / "models",
+            "LOAD_MODELS": False,
+            "SECRET_KEY": "test-secret",
+            "RATE_LIMIT": "off",
+        }
+        config.update(overrides)
+        return create_app(config)
+
+    return build
+
+
+@contextmanager
+def serve_app(app) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 at a free port in a background thread; yields the base URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="test-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
