@@ -1,0 +1,158 @@
+"""``tierdesk kb import``: all or nothing, upsert by slug, then tell the servers.
+
+The import runs in two phases. First every file is read and every record validated without
+touching the database; any problem raises ``ImportRejected`` carrying every ``file:line:
+reason``. Only a clean import reaches the second phase, which looks existing articles up by
+slug in chunks and writes creates, updates and (with ``replace``) unpublishes with executemany
+inside the caller's transaction, then bumps the KB revision that running servers watch to
+rebuild their retrieval indexes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from tqdm import tqdm
+
+from app.kb.readers import expand_paths, read_rows
+from app.kb.records import InvalidArticle, PreparedArticle, prepare_record, record_from_fields
+from app.kb.store import (
+    ExistingArticle,
+    change_of,
+    find_existing,
+    insert_articles,
+    unpublish_articles,
+    update_articles,
+)
+from app.kb.textfiles import Problems
+from app.models import Article
+from app.state import KB_REVISION, bump_revision
+
+# Progress bars appear when the input is at least this large (small imports stay quiet).
+PROGRESS_MIN_BYTES = 1024 * 1024
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    unpublished: int = 0
+    rejected: int = 0
+    problems: list[str] = field(default_factory=list)
+    changes: list[tuple[str, str]] = field(default_factory=list)  # (action, slug)
+    dry_run: bool = False
+    revision: int | None = None  # the KB revision after a write, None when nothing changed
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated or self.unpublished)
+
+    def summary(self) -> str:
+        text = (
+            f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.unpublished} unpublished, {self.rejected} rejected"
+        )
+        if self.problems:
+            return f"{text}; import rejected, nothing was changed"
+        if self.dry_run:
+            return f"{text} (dry run: nothing was written)"
+        return text
+
+
+class ImportRejected(Exception):
+    """The import had invalid records; the database was not touched."""
+
+    def __init__(self, report: ImportReport):
+        super().__init__(f"{len(report.problems)} problem(s); nothing was imported")
+        self.report = report
+
+
+def _bar(total: int, enabled: bool, **kwargs) -> tqdm:
+    return tqdm(total=total, disable=not enabled, leave=False, mininterval=0.5, **kwargs)
+
+
+def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArticle], Problems]:
+    """Phase one: read and check everything; nothing touches the database."""
+    problems = Problems()
+    files = expand_paths(paths, problems)
+    total = sum(path.stat().st_size for path, _ in files)
+    prepared: dict[str, PreparedArticle] = {}
+    first_seen: dict[str, str] = {}
+    with _bar(total, progress and total >= PROGRESS_MIN_BYTES, desc="reading", unit="B",
+              unit_scale=True) as bar:  # fmt: skip
+        for row in read_rows(files, problems, bar.update):
+            where = f"{row.file}:{row.line}"
+            try:
+                article = prepare_record(record_from_fields(row.fields))
+            except InvalidArticle as exc:
+                for reason in exc.reasons:
+                    problems.add(row.file, row.line, reason)
+                continue
+            if article.slug in first_seen:
+                how = " (derived from the title)" if article.slug_derived else ""
+                problems.add(
+                    row.file,
+                    row.line,
+                    f"duplicate slug {article.slug!r}{how}; first used at {first_seen[article.slug]}",
+                )
+                continue
+            first_seen[article.slug] = where
+            prepared[article.slug] = article
+    return prepared, problems
+
+
+def _published_slugs_absent(session: Session, keep: dict[str, PreparedArticle]):
+    rows = session.execute(select(Article.slug, Article.id).where(Article.published.is_(True)))
+    return sorted((slug, id_) for slug, id_ in rows if slug not in keep)
+
+
+def import_paths(
+    session: Session,
+    paths: list[Path],
+    *,
+    dry_run: bool = False,
+    replace: bool = False,
+    progress: bool = False,
+) -> ImportReport:
+    """Import articles from files and folders; see the module docstring.
+
+    Raises ``ImportRejected`` (database untouched) when any record is invalid. Does not commit:
+    the caller's ``session_scope`` commits the whole import as one transaction.
+    """
+    report = ImportReport(dry_run=dry_run)
+    prepared, problems = _validate([Path(p) for p in paths], progress)
+    if problems:
+        report.problems = problems.messages
+        report.rejected = len(problems.locations)
+        raise ImportRejected(report)
+
+    existing = find_existing(session, list(prepared))
+    creates: list[PreparedArticle] = []
+    updates: list[tuple[PreparedArticle, ExistingArticle]] = []
+    for slug, article in prepared.items():
+        change = change_of(article, existing.get(slug))
+        if change == "created":
+            creates.append(article)
+        elif change == "updated":
+            updates.append((article, existing[slug]))
+        else:
+            report.unchanged += 1
+        if change != "unchanged":
+            report.changes.append((change[:-1], slug))  # "create" / "update"
+    absent = _published_slugs_absent(session, prepared) if replace else []
+    report.changes.extend(("unpublish", slug) for slug, _ in absent)
+    report.created, report.updated, report.unpublished = len(creates), len(updates), len(absent)
+    if dry_run or not report.changed:
+        return report
+
+    enabled = progress and (len(creates) + len(updates)) >= 1000
+    with _bar(len(creates) + len(updates), enabled, desc="writing", unit="article") as bar:
+        insert_articles(session, creates, on_row=bar.update)
+        update_articles(session, updates, on_row=bar.update)
+    unpublish_articles(session, [id_ for _, id_ in absent])
+    report.revision = bump_revision(session, KB_REVISION)
+    return report

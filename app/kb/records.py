@@ -1,0 +1,217 @@
+"""Article records: what every import format is turned into, validated and normalised.
+
+``ArticleRecord`` is the input (from a file row or from the reviewer console); ``prepare_record``
+checks it and returns a ``PreparedArticle``: the exact values that are stored, plus the content
+hash that tells an unchanged re-import from a real change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from app.kb.sanitize import clean_source
+from app.kb.slugs import is_valid_slug, slugify
+from app.models import Article
+
+# Column sizes come from the schema; the rest are limits on what an article sensibly holds.
+MAX_TITLE = Article.__table__.c.title.type.length
+MAX_SLUG = Article.__table__.c.slug.type.length
+MAX_CATEGORY = Article.__table__.c.category.type.length
+MAX_SOURCE = Article.__table__.c.source.type.length
+MAX_BODY = 100_000
+MAX_TAG = 100
+MAX_TAGS = 50
+MAX_QUESTION = 500
+MAX_QUESTIONS = 100
+
+# Bump when rendering or normalisation changes, so the next import refreshes every article.
+RENDER_VERSION = 1
+
+LIST_SEPARATOR = "|"
+_TRUE = {"1", "true", "yes", "y", "on", "published"}
+_FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished"}
+
+
+class InvalidArticle(ValueError):
+    """A record that cannot be stored; ``reasons`` says every way in which it is wrong."""
+
+    def __init__(self, reasons: list[str]):
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleRecord:
+    title: str
+    body: str
+    slug: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] | list[str] = ()
+    questions: tuple[str, ...] | list[str] = ()
+    source: str | None = None
+    published: bool = True
+
+
+@dataclass(slots=True)
+class PreparedArticle:
+    slug: str
+    title: str
+    body: str
+    category: str | None
+    tags: list[str]
+    questions: list[str]
+    source: str | None
+    published: bool
+    content_hash: str
+    slug_derived: bool = field(default=False)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _text_block(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def _as_text(value: object, name: str, reasons: list[str]) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        reasons.append(f"{name} must be text, not {type(value).__name__}")
+        return None
+    return str(value)
+
+
+def _as_list(value: object, name: str, reasons: list[str]) -> list[str]:
+    """A list of strings from a list, or from one ``|``-separated string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.split(LIST_SEPARATOR)
+    if isinstance(value, list | tuple):
+        items = []
+        for item in value:
+            text = _as_text(item, f"each item of {name}", reasons)
+            if text is not None:
+                items.append(text)
+        return items
+    reasons.append(f"{name} must be a list or a '{LIST_SEPARATOR}'-separated text")
+    return []
+
+
+def _as_bool(value: object, reasons: list[str]) -> bool:
+    if value is None or value == "":
+        return True
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    reasons.append(f"published must be true or false, not {value!r}")
+    return True
+
+
+def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
+    """An ``ArticleRecord`` from loosely typed fields (a CSV row, a JSON object, front matter)."""
+    reasons: list[str] = []
+    record = ArticleRecord(
+        title=_as_text(fields.get("title"), "title", reasons) or "",
+        body=_as_text(fields.get("body"), "body", reasons) or "",
+        slug=_as_text(fields.get("slug"), "slug", reasons),
+        category=_as_text(fields.get("category"), "category", reasons),
+        tags=tuple(_as_list(fields.get("tags"), "tags", reasons)),
+        questions=tuple(_as_list(fields.get("questions"), "questions", reasons)),
+        source=_as_text(fields.get("source"), "source", reasons),
+        published=_as_bool(fields.get("published"), reasons),
+    )
+    if reasons:
+        raise InvalidArticle(reasons)
+    return record
+
+
+def _unique_items(items: Iterable[str], name: str, limit: int, most: int, reasons: list[str]):
+    seen: dict[str, None] = {}
+    for item in items:
+        text = _one_line(item)
+        if not text:
+            continue
+        if len(text) > limit:
+            reasons.append(
+                f"{name} {text[:40]!r}... is {len(text)} characters; the limit is {limit}"
+            )
+        seen.setdefault(text, None)
+    if len(seen) > most:
+        reasons.append(f"{len(seen)} {name}s; the limit is {most}")
+    return list(seen)
+
+
+def _check_length(value: str | None, name: str, limit: int, reasons: list[str]) -> None:
+    if value is not None and len(value) > limit:
+        reasons.append(f"{name} is {len(value)} characters; the limit is {limit}")
+
+
+def content_hash(title: str, body: str, category: str | None, tags: list, questions: list) -> str:
+    """What decides "unchanged": the stored content (not its source or published flag).
+
+    NUL never occurs in a stored field (validation rejects it), so it separates them safely.
+    """
+    parts = [str(RENDER_VERSION), title, body, category or "", "\x01".join(tags)]
+    parts.append("\x01".join(questions))
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+
+
+def prepare_record(record: ArticleRecord) -> PreparedArticle:
+    """Validate and normalise ``record``; raises ``InvalidArticle`` listing every problem."""
+    reasons: list[str] = []
+    title = _one_line(record.title or "")
+    body = clean_source(_text_block(record.body or ""))
+    if not title:
+        reasons.append("title is empty")
+    if not body:
+        reasons.append("body is empty")
+    _check_length(title, "title", MAX_TITLE, reasons)
+    _check_length(body, "body", MAX_BODY, reasons)
+
+    slug = (record.slug or "").strip()
+    derived = not slug
+    if derived:
+        slug = slugify(title) if title else ""
+    elif len(slug) > MAX_SLUG:
+        reasons.append(f"slug is {len(slug)} characters; the limit is {MAX_SLUG}")
+    elif not is_valid_slug(slug):
+        reasons.append(f"slug {slug!r} is not lowercase ASCII kebab-case (try {slugify(slug)!r})")
+
+    category = _one_line(record.category or "") or None
+    source = _one_line(record.source or "") or None
+    _check_length(category, "category", MAX_CATEGORY, reasons)
+    if source is not None and len(source) > MAX_SOURCE:
+        source = "..." + source[-(MAX_SOURCE - 3) :]  # a long path: keep its informative end
+    tags = _unique_items(record.tags, "tag", MAX_TAG, MAX_TAGS, reasons)
+    questions = _unique_items(record.questions, "question", MAX_QUESTION, MAX_QUESTIONS, reasons)
+
+    for name, value in (("title", title), ("body", body), ("category", category or "")):
+        if "\x00" in value:
+            reasons.append(f"{name} contains a NUL (\\x00) character")
+    if any("\x00" in item for item in (*tags, *questions, source or "")):
+        reasons.append("tags, questions or source contain a NUL (\\x00) character")
+    if reasons:
+        raise InvalidArticle(reasons)
+    return PreparedArticle(
+        slug=slug,
+        title=title,
+        body=body,
+        category=category,
+        tags=tags,
+        questions=questions,
+        source=source,
+        published=bool(record.published),
+        content_hash=content_hash(title, body, category, tags, questions),
+        slug_derived=derived,
+    )

@@ -1,0 +1,202 @@
+"""Reading user files line by line: UTF-8 (with or without BOM), CRLF, quoted newlines.
+
+Every problem is recorded as ``file:line: reason`` where ``line`` is the physical line a record
+starts on, so a content owner can jump straight to it in an editor.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ByteCounter = Callable[[int], None]
+
+
+def _ignore_bytes(_n: int) -> None:
+    return None
+
+
+@dataclass
+class Problems:
+    """``file:line: reason`` messages, plus the set of records (file, line) they concern."""
+
+    messages: list[str] = field(default_factory=list)
+    locations: set[tuple[str, int]] = field(default_factory=set)
+
+    def add(self, file: str, line: int, reason: str) -> None:
+        self.messages.append(f"{file}:{line}: {reason}")
+        self.locations.add((file, line))
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+
+def _utf8_error(raw: bytes, exc: UnicodeDecodeError) -> str:
+    column = len(raw[: exc.start].decode("utf-8", "replace")) + 1
+    return (
+        f"not valid UTF-8 (byte 0x{raw[exc.start]:02X} at column {column}); save the file as UTF-8"
+    )
+
+
+def _utf16_bom(raw: bytes) -> bool:
+    return raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+
+
+def decoded_lines(
+    path: Path, display: str, problems: Problems, on_bytes: ByteCounter = _ignore_bytes
+) -> Iterator[str]:
+    """The file's lines as text (line endings kept). Bad bytes are reported and replaced so
+    that the rest of the file is still checked."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            on_bytes(len(raw))
+            if lineno == 1:
+                if _utf16_bom(raw):
+                    problems.add(display, 1, "file is UTF-16 encoded; save it as UTF-8")
+                    return
+                if raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8) :]
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.add(display, lineno, _utf8_error(raw, exc))
+                yield raw.decode("utf-8", "replace")
+
+
+def read_text(
+    path: Path, display: str, problems: Problems, on_bytes: ByteCounter = _ignore_bytes
+) -> str | None:
+    """The whole file as text with '\\n' line endings, or None when it cannot be read."""
+    raw = path.read_bytes()
+    on_bytes(len(raw))
+    if _utf16_bom(raw):
+        problems.add(display, 1, "file is UTF-16 encoded; save it as UTF-8")
+        return None
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8) :]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        lines = raw.split(b"\n")
+        for lineno, line in enumerate(lines, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.add(display, lineno, _utf8_error(line, exc))
+        text = raw.decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@dataclass(slots=True)
+class CsvRow:
+    line: int  # the physical line the record starts on
+    values: dict[str, str]
+
+
+def _raise_field_limit() -> None:
+    # The csv module refuses fields over 128 KiB; our own limits give clearer messages.
+    if csv.field_size_limit() < 16 * 1024 * 1024:
+        csv.field_size_limit(16 * 1024 * 1024)
+
+
+def csv_rows(
+    path: Path,
+    display: str,
+    problems: Problems,
+    *,
+    delimiter: str = ",",
+    aliases: dict[str, str] | None = None,
+    required: tuple[str, ...] = (),
+    on_bytes: ByteCounter = _ignore_bytes,
+) -> Iterator[CsvRow]:
+    """Rows of a delimited file with a header, as dicts keyed by lower-case column name.
+
+    ``aliases`` maps accepted alternative names to canonical ones (``answer`` -> ``body``).
+    Blank lines are skipped; a record with more fields than the header is an error (usually an
+    unquoted delimiter inside a value).
+    """
+    _raise_field_limit()
+    aliases = aliases or {}
+    lines = decoded_lines(path, display, problems, on_bytes)
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    known = len(problems.messages)
+    try:
+        header_row = next(reader)
+    except StopIteration:
+        if len(problems.messages) == known:  # not already explained (a UTF-16 file)
+            problems.add(display, 1, "file is empty")
+        return
+    except csv.Error as exc:
+        problems.add(display, 1, f"cannot read the header row: {exc}")
+        return
+    header = _header(header_row, display, problems, delimiter, aliases, required)
+    if header is None:
+        return
+    start = reader.line_num + 1
+    count = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            problems.add(display, start, _csv_error(exc))
+            return
+        line, start = start, reader.line_num + 1
+        if not any(cell.strip() for cell in row):
+            continue
+        count += 1
+        if len(row) > len(header):
+            problems.add(
+                display,
+                line,
+                f"{len(row)} fields but the header has {len(header)} "
+                f"(an unquoted '{_name(delimiter)}' or quote inside a value?)",
+            )
+            continue
+        values = {name: cell for name, cell in zip(header, row, strict=False) if name}
+        yield CsvRow(line, values)
+    if count == 0:
+        problems.add(display, 1, "no records after the header row")
+
+
+def _name(delimiter: str) -> str:
+    return "\\t" if delimiter == "\t" else delimiter
+
+
+def _csv_error(exc: csv.Error) -> str:
+    message = str(exc)
+    if "unexpected end of data" in message:
+        return "a quoted value starting in this record is never closed (missing '\"')"
+    return f"malformed record: {message}"
+
+
+def _header(
+    row: list[str],
+    display: str,
+    problems: Problems,
+    delimiter: str,
+    aliases: dict[str, str],
+    required: tuple[str, ...],
+) -> list[str] | None:
+    names = [aliases.get(cell.strip().lower(), cell.strip().lower()) for cell in row]
+    duplicates = sorted({n for n in names if n and names.count(n) > 1})
+    if duplicates:
+        problems.add(display, 1, f"column(s) {', '.join(duplicates)} appear more than once")
+        return None
+    missing = [name for name in required if name not in names]
+    if missing:
+        found = ", ".join(c.strip() for c in row if c.strip()) or "nothing"
+        hint = ""
+        if len(row) == 1 and any(sep in row[0] for sep in ";,\t" if sep != delimiter):
+            hint = f" (is the file separated by something other than '{_name(delimiter)}'?)"
+        problems.add(
+            display,
+            1,
+            f"missing required column(s) {', '.join(missing)}; found {found}{hint}",
+        )
+        return None
+    return names
