@@ -1,0 +1,153 @@
+"""The BERT tier: offline encoder, embeddings, intent head, KB matching, persistence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.nlp.bert import BertTier, KbEntry, default_bert_path
+
+TRAIN = {
+    "card_arrival": [
+        "my new card still has not arrived",
+        "when will the card you posted reach me",
+        "the card I ordered never showed up",
+        "how long does delivery of a card take",
+        "still waiting for my bank card in the mail",
+        "card has not been delivered yet",
+        "where is the card you sent me",
+        "I ordered a card two weeks ago and have nothing",
+    ],
+    "lost_or_stolen_card": [
+        "someone stole my card",
+        "I lost my card on the train",
+        "my wallet with the card was stolen",
+        "I cannot find my card anywhere",
+        "please block my card it is missing",
+        "my card got pickpocketed",
+        "I misplaced my debit card",
+        "a thief took my bank card",
+    ],
+    "exchange_rate": [
+        "what exchange rate do you use",
+        "how much is a dollar in euros with you",
+        "which currency conversion rate applies",
+        "is your exchange rate fair",
+        "what rate will I get converting pounds",
+        "do you use the interbank rate for currencies",
+        "how are foreign exchange rates calculated",
+        "tell me today's rate for yen",
+    ],
+    "change_pin": [
+        "how do I change my PIN",
+        "I want a new PIN number",
+        "can I reset the PIN on my card",
+        "where do I update my card PIN",
+        "change the pin code please",
+        "I would like to pick a different PIN",
+        "how to set a new PIN",
+        "my PIN needs changing",
+    ],
+}
+HELD_OUT = {
+    "card_arrival": "the card in the post hasn't come yet",
+    "lost_or_stolen_card": "my card was stolen yesterday",
+    "exchange_rate": "what conversion rate do you apply to euros",
+    "change_pin": "I need to change my card's PIN",
+}
+
+
+def _entries() -> list[KbEntry]:
+    return [
+        KbEntry(
+            slug=intent.replace("_", "-"),
+            title=intent.replace("_", " "),
+            intent=intent,
+            texts=examples[:3],
+        )
+        for intent, examples in TRAIN.items()
+    ]
+
+
+@pytest.fixture(scope="module")
+def tier() -> BertTier:
+    texts = [t for examples in TRAIN.values() for t in examples]
+    labels = [intent for intent, examples in TRAIN.items() for _ in examples]
+    return BertTier.train(texts, labels, _entries(), quantize=False, progress=False)
+
+
+def test_default_bert_path_is_a_local_checkpoint():
+    folder = default_bert_path()
+    assert (folder / "config.json").is_file()
+    assert any(folder.glob("*.safetensors"))
+
+
+@pytest.mark.slow
+def test_embeddings_are_normalised_and_semantic(tier: BertTier):
+    vectors = tier.embed(
+        ["I lost my credit card", "my bank card has gone missing", "the weather is sunny"]
+    )
+    assert vectors.shape == (3, tier.encoder.dim)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    similar = float(vectors[0] @ vectors[1])
+    unrelated = float(vectors[0] @ vectors[2])
+    assert similar > unrelated + 0.2
+
+
+@pytest.mark.slow
+def test_predicts_held_out_paraphrases(tier: BertTier):
+    for intent, query in HELD_OUT.items():
+        result = tier.run(query, k=3)
+        assert result.tier == "bert"
+        assert result.intents[0][0] == intent, (query, result.intents)
+        assert result.candidates[0].intent == intent, (query, result.candidates)
+        assert result.confidence == result.candidates[0].score
+        assert result.model_version == tier.version
+        probs = [p for _, p in result.intents]
+        assert probs == sorted(probs, reverse=True)
+
+
+@pytest.mark.slow
+def test_run_batch_matches_run(tier: BertTier):
+    queries = list(HELD_OUT.values())
+    batch = tier.run_batch(queries, k=2)
+    for query, result in zip(queries, batch, strict=True):
+        single = tier.run(query, k=2)
+        assert [c.slug for c in result.candidates] == [c.slug for c in single.candidates]
+        assert result.confidence == pytest.approx(single.confidence, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_save_load_round_trip(tier: BertTier, tmp_path):
+    tier.save(tmp_path / "bert")
+    loaded = BertTier.load(tmp_path / "bert", quantize=False)
+    assert loaded.version == tier.version
+    assert loaded.labels == tier.labels
+    loaded.set_kb(_entries())
+    for query in HELD_OUT.values():
+        a, b = tier.run(query), loaded.run(query)
+        assert [c.slug for c in a.candidates] == [c.slug for c in b.candidates]
+        assert a.confidence == pytest.approx(b.confidence, abs=1e-5)
+        assert a.intents[0][0] == b.intents[0][0]
+
+
+@pytest.mark.slow
+def test_article_without_known_intent_is_reachable_and_set_kb_picks_it_up(tier: BertTier):
+    query = "can I open a savings account for my child"
+    before = tier.run(query)
+    assert all(c.slug != "junior-savings" for c in before.candidates)
+    new_article = KbEntry(
+        slug="junior-savings",
+        title="Savings accounts for children",
+        intent="junior-savings",  # an article without a category is its own intent
+        texts=["Can my kid have a savings account?", "open an account for my son or daughter"],
+    )
+    cached = len(tier._text_cache)
+    tier.set_kb([*_entries(), new_article])
+    try:
+        assert len(tier._text_cache) == cached + 3  # only the new texts were encoded
+        after = tier.run(query)
+        assert after.candidates[0].slug == "junior-savings"
+        assert "junior-savings" not in dict(after.intents)  # the head never saw it
+    finally:
+        tier.set_kb(_entries())
