@@ -79,7 +79,7 @@ STOPWORDS = frozenset(
 )
 
 DEFAULT_STEM = True
-DEFAULT_DROP_STOPWORDS = False
+DEFAULT_DROP_STOPWORDS = True
 
 
 def normalize(text: str) -> str:
