@@ -143,7 +143,7 @@ def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCount
             continue
         count += 1
         try:
-            obj = json.loads(line)
+            obj = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             problems.add(display, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
