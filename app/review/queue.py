@@ -57,9 +57,10 @@ log = logging.getLogger(__name__)
 
 OPEN_STATUSES = ("pending", "claimed")
 DEFAULT_PRIORITY_STEP_SECONDS = 600
-# After a Redis error, escalations skip Redis for this long (the reconciler catches up), so an
-# outage costs one connection timeout instead of one per request.
-REDIS_RETRY_AFTER_SECONDS = 5.0
+# After a Redis error, escalations and claims skip Redis for this long (the reconciler, which
+# always tries, catches up), so an outage costs one connection timeout (with redis-py's retries,
+# seconds) per window instead of one per request.
+REDIS_RETRY_AFTER_SECONDS = 30.0
 
 _LUA_PRELUDE = """
 if redis.replicate_commands then pcall(redis.replicate_commands) end

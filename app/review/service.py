@@ -7,12 +7,24 @@ errors are logged and swallowed, because the reconciler rebuilds the queue from 
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import metrics
-from app.models import Conversation, Intent, Message, ReviewItem
+from app.models import (
+    Article,
+    Conversation,
+    Intent,
+    Message,
+    ReviewItem,
+    TrainingExample,
+    utcnow,
+)
+from app.review.queue import OPEN_STATUSES
+from app.state import KB_REVISION, bump_revision
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +141,270 @@ def _enqueue(item: ReviewItem) -> None:
     if not queued:
         log.warning("review item %s recorded; Redis unavailable, queued by the reconciler later",
                     item.id)
+
+
+# -- working an item ----------------------------------------------------------------------------
+
+
+class ReviewError(Exception):
+    """An action the reviewer cannot take (shown to them as a message, never a 500)."""
+
+
+def _next_seq(session: Session, conversation_id: str) -> int:
+    current = session.scalar(
+        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
+    )
+    return 0 if current is None else current + 1
+
+
+def _close_item(
+    session: Session,
+    item: ReviewItem,
+    reviewer_id: int,
+    *,
+    status: str,
+    resolution: str,
+    note: str | None = None,
+    reply: Message | None = None,
+    draft_unchanged: bool | None = None,
+) -> None:
+    """Close ``item`` if this reviewer holds it (or nobody does); commit with the reply."""
+    guard = (ReviewItem.status == "pending") | (
+        (ReviewItem.status == "claimed") & (ReviewItem.claimed_by == reviewer_id)
+    )
+    values = {
+        "status": status, "resolution": resolution, "resolution_note": note,
+        "resolved_at": utcnow(), "claimed_by": reviewer_id, "lease_expires_at": None,
+        "reply_message_id": reply.id if reply is not None else None,
+        "draft_unchanged": draft_unchanged,
+    }
+    result = session.execute(
+        update(ReviewItem).where(ReviewItem.id == item.id, guard).values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        session.rollback()
+        raise ReviewError("This item is no longer yours: it was resolved or another reviewer "
+                          "claimed it after your lease ran out.")
+    still_open = session.scalar(
+        select(func.count(ReviewItem.id)).where(
+            ReviewItem.conversation_id == item.conversation_id,
+            ReviewItem.status.in_(OPEN_STATUSES), ReviewItem.id != item.id,
+        )
+    )
+    conversation = session.get(Conversation, item.conversation_id)
+    if conversation is not None and not still_open:
+        conversation.status = "open"
+    session.commit()
+    session.refresh(item)
+    _forget(item.id)
+
+
+def _forget(item_id: int) -> None:
+    try:
+        from app.services import get_review_queue
+
+        get_review_queue().complete(item_id)
+    except Exception:  # noqa: BLE001 - a stale id is dropped by the next claim or reconcile
+        log.exception("review item %s closed but still listed in Redis", item_id)
+
+
+def draft_of(session: Session, item: ReviewItem) -> Message | None:
+    return session.get(Message, item.draft_message_id) if item.draft_message_id else None
+
+
+def _agent_message(session: Session, item: ReviewItem, reviewer_id: int, text: str,
+                   html: str | None = None, article_slug: str | None = None) -> Message:
+    message = Message(
+        conversation_id=item.conversation_id, seq=_next_seq(session, item.conversation_id),
+        role="agent", text=text, html=html, article_slug=article_slug,
+        in_reply_to=item.message_id, author_id=reviewer_id,
+    )
+    session.add(message)
+    session.flush()
+    return message
+
+
+def _same_text(a: str | None, b: str | None) -> bool:
+    return " ".join((a or "").split()) == " ".join((b or "").split())
+
+
+def send_reply(session: Session, item: ReviewItem, reviewer_id: int, text: str) -> Message:
+    """Send ``text`` to the customer as the reviewer's reply and resolve the item."""
+    text = clean_text(text, MAX_REPLY_CHARS, "reply")
+    draft = draft_of(session, item)
+    unchanged = _same_text(text, draft.text) if draft is not None and draft.text else None
+    reply = _agent_message(session, item, reviewer_id, text)
+    _close_item(session, item, reviewer_id, status="resolved", resolution="reply", reply=reply,
+                draft_unchanged=unchanged)
+    return reply
+
+
+def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int,
+                       slug: str) -> Message:
+    """Answer with a published KB article (its sanitised HTML) and resolve the item."""
+    article = session.scalar(select(Article).where(Article.slug == slug,
+                                                   Article.published.is_(True)))
+    if article is None:
+        raise ReviewError(f"No published article with the slug {slug!r}.")
+    draft = draft_of(session, item)
+    unchanged = draft.article_slug == slug if draft is not None and draft.article_slug else None
+    reply = _agent_message(session, item, reviewer_id, _article_text(article),
+                           html=article.body_html or None, article_slug=article.slug)
+    _close_item(session, item, reviewer_id, status="resolved", resolution="article", reply=reply,
+                draft_unchanged=unchanged)
+    return reply
+
+
+def _article_text(article: Article) -> str:
+    try:
+        from app.chat.text import html_to_text
+
+        text = html_to_text(article.body_html) if article.body_html else ""
+    except ImportError:
+        text = ""
+    return text or article.body
+
+
+def discard(session: Session, item: ReviewItem, reviewer_id: int, reason: str) -> None:
+    """Close the item without replying (spam, duplicate, already answered...)."""
+    reason = clean_text(reason, 500, "discard reason")
+    _close_item(session, item, reviewer_id, status="discarded", resolution="discard", note=reason)
+
+
+def clean_text(value: str | None, limit: int, what: str) -> str:
+    value = "".join(ch for ch in (value or "") if ch in "\n\t" or ch.isprintable()).strip()
+    if not value:
+        raise ReviewError(f"The {what} is empty.")
+    if len(value) > limit:
+        raise ReviewError(f"The {what} is longer than {limit} characters.")
+    return value
+
+
+MAX_REPLY_CHARS = 4000
+
+
+# -- teaching -----------------------------------------------------------------------------------
+
+
+def known_intents(session: Session) -> list[str]:
+    """Declared intents plus article categories (an article's category is an intent too)."""
+    names = set(session.scalars(select(Intent.name)))
+    names |= {c for c in session.scalars(select(Article.category).distinct()) if c}
+    return sorted(names)
+
+
+def teach_intent(session: Session, text: str, intent: str) -> tuple[TrainingExample, bool]:
+    """Store ``text`` as a training example of ``intent`` (origin "reviewer"); the next
+    ``tierdesk train`` learns it. Returns the example and whether it is new."""
+    text = clean_text(text, 2000, "example")
+    intent = (intent or "").strip()
+    if intent not in known_intents(session):
+        raise ReviewError(f"Unknown intent {intent!r}.")
+    existing = session.scalar(
+        select(TrainingExample).where(TrainingExample.text == text,
+                                      TrainingExample.intent == intent)
+    )
+    if existing is not None:
+        return existing, False
+    example = TrainingExample(text=text, intent=intent, origin="reviewer")
+    session.add(example)
+    session.commit()
+    return example, True
+
+
+def teach_question(session: Session, text: str, slug: str) -> tuple[Article, bool]:
+    """Append ``text`` to an article's alternate questions (a new version of the article).
+
+    Retrieval indexes are rebuilt by running servers when the KB revision moves; the intent
+    models learn the question at the next ``tierdesk train``."""
+    text = clean_text(text, 2000, "question")
+    article = session.scalar(select(Article).where(Article.slug == slug))
+    if article is None:
+        raise ReviewError(f"No article with the slug {slug!r}.")
+    known = {q.casefold().strip() for q in article.questions or []}
+    if text.casefold() in known or text.casefold() == article.title.casefold():
+        return article, False
+    record = _record_from_article(article, questions=[*(article.questions or []), text])
+    if record is not None:
+        from app.kb.store import upsert_article
+
+        upsert_article(session, record)
+        session.refresh(article)
+    else:
+        article.questions = [*(article.questions or []), text]
+        article.version = (article.version or 1) + 1
+    bump_revision(session, KB_REVISION)
+    session.commit()
+    return article, True
+
+
+def teach_article(
+    session: Session, *, title: str, body: str, category: str | None, question: str
+) -> Article:
+    """Create a published article answering ``question`` (kept as its first alternate)."""
+    title = clean_text(title, 500, "title")
+    body = clean_text(body, 20000, "article body")
+    question = clean_text(question, 2000, "question")
+    category = (category or "").strip() or None
+    slug = slugify(title)
+    if not slug:
+        raise ReviewError("The title needs at least one letter or digit.")
+    if session.scalar(select(Article.id).where(Article.slug == slug)) is not None:
+        raise ReviewError(f"An article with the slug {slug!r} exists; add the question to it "
+                          "instead, or choose another title.")
+    record = _new_record(slug=slug, title=title, body=body, category=category,
+                         questions=[question])
+    if record is not None:
+        from app.kb.store import upsert_article
+
+        upsert_article(session, record)
+    else:
+        session.add(Article(slug=slug, title=title, body=body, body_html=_render(body),
+                            category=category, tags=[], questions=[question],
+                            source="reviewer", published=True))
+    bump_revision(session, KB_REVISION)
+    session.commit()
+    return session.scalar(select(Article).where(Article.slug == slug))
+
+
+def slugify(title: str) -> str:
+    words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", title).casefold())
+    return "-".join(words)[:120].strip("-")
+
+
+def _kb_record_class():
+    """The KB area's ``ArticleRecord`` when it is installed (it renders and hashes bodies the
+    same way an import does); None otherwise."""
+    try:
+        from app.kb.store import ArticleRecord, upsert_article  # noqa: F401
+    except ImportError:
+        return None
+    return ArticleRecord
+
+
+def _new_record(**fields):
+    cls = _kb_record_class()
+    if cls is None:
+        return None
+    accepted = getattr(cls, "__dataclass_fields__", None) or {}
+    if accepted:
+        if "source" in accepted:
+            fields.setdefault("source", "reviewer")
+        fields = {k: v for k, v in fields.items() if k in accepted}
+    return cls(**fields)
+
+
+def _record_from_article(article: Article, *, questions: list[str]):
+    return _new_record(slug=article.slug, title=article.title, body=article.body,
+                       category=article.category, tags=list(article.tags or []),
+                       questions=questions, source=article.source,
+                       published=article.published)
+
+
+def _render(markdown_text: str) -> str:
+    """Sanitised HTML for a reviewer-written body (used only without the KB store)."""
+    import markdown
+    import nh3
+
+    return nh3.clean(markdown.markdown(markdown_text))
