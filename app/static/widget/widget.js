@@ -229,13 +229,34 @@
     });
   }
 
+  // A thumb drawn as an inline SVG (emoji fonts are missing on some systems).
+  var SVG_NS = "http://www.w3.org/2000/svg";
+  var THUMB_PATHS = ["M2 10h4v11H2z",
+    "M8 10l4-8c1.7 0 2.8 1.3 2.4 3L13.6 9H20a2 2 0 0 1 2 2.3l-1.3 8A2 2 0 0 1 18.7 21H8z"];
+
+  function thumbIcon(down) {
+    var svg = document.createElementNS(SVG_NS, "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "16");
+    svg.setAttribute("height", "16");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    svg.setAttribute("class", down ? "td-thumb td-thumb--down" : "td-thumb");
+    THUMB_PATHS.forEach(function (d) {
+      var path = document.createElementNS(SVG_NS, "path");
+      path.setAttribute("d", d);
+      svg.appendChild(path);
+    });
+    return svg;
+  }
+
   function feedbackControls(messageId) {
     var box = el("div", { className: "td-feedback", role: "group", "aria-label": "Was this helpful?" });
     var label = el("span", { className: "td-feedback-label", text: "Did this help?" });
     var yes = el("button", { type: "button", "data-helpful": "true", "aria-pressed": "false",
-      "aria-label": "Yes, this helped", text: "\ud83d\udc4d" });
+      "aria-label": "Yes, this helped" }, [thumbIcon(false)]);
     var no = el("button", { type: "button", "data-helpful": "false", "aria-pressed": "false",
-      "aria-label": "No, this did not help", text: "\ud83d\udc4e" });
+      "aria-label": "No, this did not help" }, [thumbIcon(true)]);
     [yes, no].forEach(function (button) {
       button.addEventListener("click", function () {
         sendFeedback(messageId, button.getAttribute("data-helpful") === "true", box, button);
