@@ -21,7 +21,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from app.kb.store import chunked
-from app.kb.textfiles import Problems, csv_rows, read_text
+from app.kb.textfiles import Problems, csv_rows, read_text, yaml_error
 from app.models import EXAMPLE_ORIGINS, TIERS, Intent, TrainingExample, utcnow
 
 MAX_INTENT_NAME = Intent.__table__.c.name.type.length
@@ -119,8 +119,8 @@ def _definitions_in_file(path: Path, problems: Problems) -> list[IntentDefinitio
     try:
         doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problems.add(display, mark.line + 1 if mark else 1, f"invalid YAML: {exc}")
+        line, reason = yaml_error(exc)
+        problems.add(display, line, f"invalid YAML: {reason}")
         return []
     if not isinstance(doc, dict) or not isinstance(doc.get("intents"), list):
         problems.add(display, 1, "expected a top-level 'intents:' list")

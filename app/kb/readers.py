@@ -18,7 +18,14 @@ from pathlib import Path
 
 import yaml
 
-from app.kb.textfiles import ByteCounter, Problems, csv_rows, decoded_lines, read_text
+from app.kb.textfiles import (
+    ByteCounter,
+    Problems,
+    csv_rows,
+    decoded_lines,
+    read_text,
+    yaml_error,
+)
 
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -227,11 +234,8 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         try:
             meta = yaml.safe_load(match.group(1)) or {}
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 2 if mark is not None else 1  # +1 for '---', +1 for 1-based
-            problems.add(
-                display, line, f"invalid YAML front matter: {getattr(exc, 'problem', exc)}"
-            )
+            line, reason = yaml_error(exc, first_line=2)  # the YAML starts after '---'
+            problems.add(display, line, f"invalid YAML front matter: {reason}")
             return
         if not isinstance(meta, dict):
             problems.add(display, 2, "front matter must be key: value pairs")

@@ -200,3 +200,12 @@ def _header(
         )
         return None
     return names
+
+
+def yaml_error(exc: Exception, first_line: int = 1) -> tuple[int, str]:
+    """(file line, one-line reason) for a PyYAML error in text that starts at ``first_line``."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return first_line, problem
+    return first_line + mark.line, f"{problem} (column {mark.column + 1})"
