@@ -7,6 +7,7 @@ import sys
 
 import click
 from flask import current_app
+from flask.cli import AppGroup
 from sqlalchemy import select
 
 from app.db import session_scope
@@ -14,7 +15,7 @@ from app.models import Reviewer
 from app.review.auth import AccountError, add_reviewer
 
 
-@click.group("reviewer")
+@click.group("reviewer", cls=AppGroup)
 def reviewer_group() -> None:
     """Reviewer accounts of the console."""
 
@@ -56,7 +57,7 @@ def reviewer_list() -> None:
             click.echo(f"{r.email}\t{state}\tcreated {r.created_at:%Y-%m-%d}\tlast login {last}")
 
 
-@click.group("review")
+@click.group("review", cls=AppGroup)
 def review_group() -> None:
     """The human-review queue."""
 

@@ -1,0 +1,252 @@
+"""Working the queue in the console: claim, read, reply, send an article, discard, teach."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fixtures_review import SAMPLE_TRACE, item_row
+from sqlalchemy import select
+
+from app.db import session_scope
+from app.models import Article, Conversation, Intent, Message, ReviewItem, TrainingExample
+from app.state import KB_REVISION, get_revision
+
+
+def _db(app):
+    return session_scope(app.config["SQLALCHEMY_DATABASE_URI"])
+
+
+@pytest.fixture
+def kb(app):
+    """A small KB and intent list for the forms."""
+    with _db(app) as session:
+        session.add_all(
+            [
+                Intent(name="card_arrival", tier="simple"),
+                Intent(name="request_refund", tier="complex"),
+                Article(
+                    slug="card-arrival",
+                    title="Where is my new card?",
+                    category="card_arrival",
+                    body="Cards arrive in **5** days.",
+                    body_html="<p>Cards arrive in <strong>5</strong> days.</p>",
+                    questions=["card not here"],
+                    tags=[],
+                ),
+            ]
+        )
+
+
+def _claim(console) -> int:
+    response = console.post("/console/claim")
+    assert response.status_code == 302
+    match = re.search(r"/console/items/(\d+)$", response.headers["Location"])
+    assert match, response.headers["Location"]
+    return int(match.group(1))
+
+
+def test_queue_page_shows_depth_and_filters(console, escalate_message):
+    escalate_message("card?", route="simple", intent="card_arrival")
+    escalate_message("refund?", route="complex", intent="request_refund", reason="ambiguous")
+    html = console.get("/console/").get_data(as_text=True)
+    assert 'id="depth">2<' in html
+    assert "card?" in html and "refund?" in html
+    filtered = console.get("/console/?reason=ambiguous").get_data(as_text=True)
+    assert "refund?" in filtered and "card?" not in filtered
+    assert '<option value="request_refund"' in filtered
+
+
+def test_claim_next_respects_filters(console, escalate_message):
+    escalate_message("card?", route="simple", intent="card_arrival")
+    refund = escalate_message("refund?", route="complex", intent="request_refund")
+    response = console.post("/console/claim", data={"intent": "request_refund"})
+    assert response.headers["Location"].endswith(f"/console/items/{refund}")
+    response = console.post("/console/claim", data={"intent": "request_refund"})
+    assert response.headers["Location"].startswith("/console/")
+    assert "Nothing is waiting" in console.get("/console/").get_data(as_text=True)
+
+
+def test_item_page_shows_conversation_draft_candidates_and_trace(
+    app, console, escalate_message, kb
+):
+    first = escalate_message("hello there", draft_text="Hi! How can I help?")
+    conversation_id = item_row(app, first).conversation_id
+    item_id = escalate_message("my card never came", conversation_id=conversation_id)
+    html = console.get(f"/console/items/{item_id}").get_data(as_text=True)
+    assert "hello there" in html and "my card never came" in html  # the conversation so far
+    assert "Cards arrive within 5 working days." in html  # the draft
+    for tier in SAMPLE_TRACE["stages"]:
+        assert f"<h3>{tier}</h3>" in html
+    assert "card_delivery_estimate" in html and "0.310" in html  # fastText's second intent
+    assert "7.250" in html and "0.810" in html  # BM25 and BERT candidate scores
+    assert "below_threshold" in html  # routing trace summary
+    assert "Claim this item" in html  # not held yet: no answer forms
+    assert 'name="text"' in html and "Send reply" not in html
+
+
+def test_edit_and_send_reply_reaches_the_conversation(app, console, escalate_message):
+    item_id = escalate_message("my card never came")
+    assert _claim(console) == item_id
+    page = console.get(f"/console/items/{item_id}").get_data(as_text=True)
+    assert "Send reply" in page and "You hold this item" in page
+    response = console.post(
+        f"/console/items/{item_id}/reply", data={"text": "Sorry! Your card ships tomorrow."}
+    )
+    assert response.status_code == 302
+    with _db(app) as session:
+        item = session.get(ReviewItem, item_id)
+        reply = session.get(Message, item.reply_message_id)
+        customer = session.get(Message, item.message_id)
+        conversation = session.get(Conversation, item.conversation_id)
+        assert item.status == "resolved" and item.resolution == "reply"
+        assert item.draft_unchanged is False and item.resolved_at is not None
+        assert reply.role == "agent" and reply.text == "Sorry! Your card ships tomorrow."
+        assert reply.in_reply_to == customer.id and reply.author_id == item.claimed_by
+        assert reply.seq == 2 and reply.html is None  # after the question (0) and draft (1)
+        assert conversation.status == "open"
+    queue = app.extensions["tierdesk.review_queue"]
+    assert queue.queued_ids() == [] and queue.leased_ids() == []
+    if "chat.conversation" in app.view_functions or any(
+        r.rule.startswith("/api/v1/conversations") for r in app.url_map.iter_rules()
+    ):
+        body = console.client.get(f"/api/v1/conversations/{item.conversation_id}").get_json()
+        assert body["messages"][-1]["text"] == "Sorry! Your card ships tomorrow."
+        assert body["messages"][-1]["role"] == "agent"
+
+
+def test_unchanged_draft_is_counted(app, console, escalate_message):
+    item_id = escalate_message(draft_text="Cards arrive within 5 working days.")
+    _claim(console)
+    console.post(
+        f"/console/items/{item_id}/reply",
+        data={"text": "  Cards arrive within 5 working days.\r\n"},
+    )
+    assert item_row(app, item_id).draft_unchanged is True
+
+
+def test_reply_with_an_article(app, console, escalate_message, kb):
+    item_id = escalate_message()
+    _claim(console)
+    assert (
+        console.post(f"/console/items/{item_id}/article", data={"slug": "no-such"}).status_code
+        == 302
+    )
+    assert item_row(app, item_id).status == "claimed"  # refused, explained by a flash
+    console.post(f"/console/items/{item_id}/article", data={"slug": "card-arrival"})
+    with _db(app) as session:
+        item = session.get(ReviewItem, item_id)
+        reply = session.get(Message, item.reply_message_id)
+        assert item.resolution == "article" and item.draft_unchanged is True
+        assert reply.article_slug == "card-arrival" and "<strong>5</strong>" in reply.html
+        assert "Cards arrive in 5 days." in reply.text
+
+
+def test_discard_with_a_reason(app, console, escalate_message):
+    item_id = escalate_message()
+    _claim(console)
+    console.post(f"/console/items/{item_id}/discard", data={"reason": "spam"})
+    item = item_row(app, item_id)
+    assert item.status == "discarded" and item.resolution_note == "spam"
+    with _db(app) as session:
+        assert session.get(Conversation, item.conversation_id).status == "open"
+        assert not session.scalars(select(Message).where(Message.role == "agent")).all()
+
+
+def test_empty_reply_is_refused(app, console, escalate_message):
+    item_id = escalate_message()
+    _claim(console)
+    response = console.post(f"/console/items/{item_id}/reply", data={"text": "   "})
+    assert response.headers["Location"].endswith(f"/console/items/{item_id}")
+    assert item_row(app, item_id).status == "claimed"
+    assert "The reply is empty." in console.get(f"/console/items/{item_id}").get_data(as_text=True)
+
+
+def test_another_reviewer_cannot_act_on_a_held_item(app, console, escalate_message, make_reviewer):
+    from fixtures_review import ConsoleClient, csrf_from, login
+
+    item_id = escalate_message()
+    _claim(console)
+    other = make_reviewer("bo@example.com")
+    client = app.test_client()
+    login(client, other.email, other.password)
+    bo = ConsoleClient(client, csrf_from(client.get("/console/").get_data(as_text=True)))
+    page = bo.get(f"/console/items/{item_id}").get_data(as_text=True)
+    assert "Claimed by ana@example.com" in page and "Send reply" not in page
+    bo.post(f"/console/items/{item_id}/claim")
+    bo.post(f"/console/items/{item_id}/reply", data={"text": "mine now"})
+    assert item_row(app, item_id).status == "claimed"
+
+
+def test_release_puts_the_item_back(app, console, escalate_message):
+    item_id = escalate_message()
+    _claim(console)
+    console.post(f"/console/items/{item_id}/release")
+    assert item_row(app, item_id).status == "pending"
+    assert _claim(console) == item_id
+
+
+def test_teach_intent_writes_a_reviewer_training_example(app, console, escalate_message, kb):
+    item_id = escalate_message("where's my plastic")
+    data = {"kind": "intent", "text": "where's my plastic", "intent": "card_arrival"}
+    console.post(f"/console/items/{item_id}/teach", data=data)
+    console.post(f"/console/items/{item_id}/teach", data=data)  # twice: stored once
+    console.post(f"/console/items/{item_id}/teach", data={**data, "intent": "made_up"})
+    with _db(app) as session:
+        rows = session.scalars(select(TrainingExample)).all()
+    assert [(r.text, r.intent, r.origin) for r in rows] == [
+        ("where's my plastic", "card_arrival", "reviewer")
+    ]
+
+
+def test_teach_alternate_question_bumps_versions(app, console, escalate_message, kb):
+    item_id = escalate_message("where's my plastic")
+    with _db(app) as session:
+        revision = get_revision(session, KB_REVISION)
+        version = session.scalar(select(Article.version).where(Article.slug == "card-arrival"))
+    console.post(
+        f"/console/items/{item_id}/teach",
+        data={"kind": "question", "text": "where's my plastic", "slug": "card-arrival"},
+    )
+    with _db(app) as session:
+        article = session.scalar(select(Article).where(Article.slug == "card-arrival"))
+        assert article.questions == ["card not here", "where's my plastic"]
+        assert article.version == version + 1
+        assert get_revision(session, KB_REVISION) == revision + 1
+
+
+def test_teach_new_article(app, console, escalate_message, kb):
+    item_id = escalate_message("can I freeze my card from the app?")
+    console.post(
+        f"/console/items/{item_id}/teach",
+        data={
+            "kind": "article",
+            "text": "can I freeze my card from the app?",
+            "title": "Freezing your card",
+            "body": "Open **Cards** and tap *Freeze*.",
+            "category": "",
+        },
+    )
+    with _db(app) as session:
+        article = session.scalar(select(Article).where(Article.slug == "freezing-your-card"))
+        assert article is not None and article.published
+        assert article.questions == ["can I freeze my card from the app?"]
+        assert "<strong>Cards</strong>" in article.body_html
+        assert get_revision(session, KB_REVISION) >= 1
+    response = console.post(
+        f"/console/items/{item_id}/teach",
+        data={"kind": "article", "text": "again", "title": "Freezing your card", "body": "x"},
+    )
+    assert response.status_code == 302  # refused politely: the slug exists
+    assert "exists" in console.get(f"/console/items/{item_id}").get_data(as_text=True)
+
+
+def test_stats_page_draws_svg_charts(app, console, escalate_message):
+    for i in range(3):
+        escalate_message(f"q{i}", route="simple" if i else "complex")
+    item_id = _claim(console)
+    console.post(f"/console/items/{item_id}/reply", data={"text": "answer"})
+    html = console.get("/console/stats").get_data(as_text=True)
+    assert html.count("<svg") == 4
+    assert "Escalation rate by route" in html and "<polyline" in html
+    assert 'id="taught-pending">0<' in html
