@@ -177,3 +177,15 @@ def test_the_demo_knowledge_base_and_intents_import_cleanly(runner, db_url):
             assert article.category in declared, (article.slug, article.category)
     again = runner.invoke(main, ["kb", "import", str(PROJECT_ROOT / "knowledge_base")])
     assert again.stdout.strip().startswith(f"0 created, 0 updated, {len(files)} unchanged")
+
+
+def test_database_errors_are_reported_without_a_traceback(runner, app, tmp_path):
+    app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{tmp_path / 'unmigrated.db'}"
+    path = tmp_path / "articles.csv"
+    path.write_text(csv_rows(2))
+    result = runner.invoke(main, ["kb", "import", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "database error: no such table: articles; nothing was changed, run the command again"
+    )
+    dispose_engine(app.config["SQLALCHEMY_DATABASE_URI"])

@@ -396,3 +396,10 @@ def test_upsert_article_creates_updates_and_detects_unchanged(any_db_url):
         assert free_slug(session, "Card limits") == "card-limits-2"
         with pytest.raises(InvalidArticle):
             upsert_article(session, ArticleRecord(title="", body=""))
+
+
+def test_a_file_named_twice_is_read_once(db_url, write_kb_file, tmp_path):
+    path = write_kb_file("faq.csv", CSV_TEXT)
+    folder_file = write_kb_file("kb/a.md", "# Title\n\nBody.\n")
+    report = run_import(db_url, [path, path, folder_file.parent, folder_file])
+    assert (report.created, report.rejected) == (3, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from flask import current_app
 from flask.cli import AppGroup
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from app.db import session_scope
 from app.kb.exporter import export_articles, write_articles
@@ -38,12 +38,12 @@ def _fail(problems: list[str], summary: str) -> None:
     sys.exit(1)
 
 
-def _concurrent_write(exc: IntegrityError) -> None:
-    click.echo(
-        f"the database refused the write ({exc.orig.__class__.__name__}): another import probably "
-        "changed the same rows at the same time; nothing was changed, run the import again",
-        err=True,
-    )
+def _database_error(exc: SQLAlchemyError) -> None:
+    if isinstance(exc, IntegrityError):
+        reason = "another import probably changed the same rows at the same time"
+    else:
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    click.echo(f"database error: {reason}; nothing was changed, run the command again", err=True)
     sys.exit(1)
 
 
@@ -68,8 +68,8 @@ def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
             )
     except ImportRejected as exc:
         _fail(exc.report.problems, exc.report.summary())
-    except IntegrityError as exc:
-        _concurrent_write(exc)
+    except SQLAlchemyError as exc:
+        _database_error(exc)
     if dry_run:
         for action, slug in report.changes:
             click.echo(f"would {action:<9} {slug}")
@@ -110,8 +110,8 @@ def intents_import(path: Path, origin: str, dry_run: bool) -> None:
             report = import_intent_csv(session, path, origin=origin, dry_run=dry_run)
     except IntentImportRejected as exc:
         _fail(exc.report.problems, exc.report.summary())
-    except IntegrityError as exc:
-        _concurrent_write(exc)
+    except SQLAlchemyError as exc:
+        _database_error(exc)
     click.echo(report.summary())
 
 
@@ -129,8 +129,8 @@ def intents_load(folder: Path | None, dry_run: bool) -> None:
             report = load_intent_definitions(session, folder, dry_run=dry_run)
     except IntentImportRejected as exc:
         _fail(exc.report.problems, exc.report.summary())
-    except IntegrityError as exc:
-        _concurrent_write(exc)
+    except SQLAlchemyError as exc:
+        _database_error(exc)
     click.echo(report.summary())
 
 

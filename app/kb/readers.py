@@ -292,7 +292,19 @@ def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]
             problems.add(display, 1, f"unsupported file type (use {supported} or a folder)")
         else:
             files.append((path, display))
-    return files
+    return _without_repeats(files)
+
+
+def _without_repeats(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """A file named twice (or also inside a named folder) is read once."""
+    seen: set[Path] = set()
+    unique = []
+    for path, display in files:
+        resolved = path.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
+            unique.append((path, display))
+    return unique
 
 
 def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):
