@@ -7,13 +7,13 @@ errors are logged and swallowed, because the reconciler rebuilds the queue from 
 from __future__ import annotations
 
 import logging
-import re
-import unicodedata
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import metrics
+from app.kb.slugs import slugify
+from app.kb.store import ArticleRecord, InvalidArticle, upsert_article
 from app.models import (
     Article,
     Conversation,
@@ -316,7 +316,7 @@ def teach_intent(session: Session, text: str, intent: str) -> tuple[TrainingExam
 def teach_question(session: Session, text: str, slug: str) -> tuple[Article, bool]:
     """Append ``text`` to an article's alternate questions (a new version of the article).
 
-    Retrieval indexes are rebuilt by running servers when the KB revision moves; the intent
+    Running servers rebuild their retrieval indexes when the KB revision moves; the intent
     models learn the question at the next ``tierdesk train``."""
     text = clean_text(text, 2000, "question")
     article = session.scalar(select(Article).where(Article.slug == slug))
@@ -325,17 +325,12 @@ def teach_question(session: Session, text: str, slug: str) -> tuple[Article, boo
     known = {q.casefold().strip() for q in article.questions or []}
     if text.casefold() in known or text.casefold() == article.title.casefold():
         return article, False
-    record = _record_from_article(article, questions=[*(article.questions or []), text])
-    if record is not None:
-        from app.kb.store import upsert_article
-
-        upsert_article(session, record)
-        session.refresh(article)
-    else:
-        article.questions = [*(article.questions or []), text]
-        article.version = (article.version or 1) + 1
-    bump_revision(session, KB_REVISION)
-    session.commit()
+    _upsert(session, ArticleRecord(
+        slug=article.slug, title=article.title, body=article.body, category=article.category,
+        tags=list(article.tags or []), questions=[*(article.questions or []), text],
+        source=article.source, published=article.published,
+    ))
+    session.refresh(article)
     return article, True
 
 
@@ -348,63 +343,21 @@ def teach_article(
     question = clean_text(question, 2000, "question")
     category = (category or "").strip() or None
     slug = slugify(title)
-    if not slug:
-        raise ReviewError("The title needs at least one letter or digit.")
     if session.scalar(select(Article.id).where(Article.slug == slug)) is not None:
         raise ReviewError(f"An article with the slug {slug!r} exists; add the question to it "
                           "instead, or choose another title.")
-    record = _new_record(slug=slug, title=title, body=body, category=category,
-                         questions=[question])
-    if record is not None:
-        from app.kb.store import upsert_article
-
-        upsert_article(session, record)
-    else:
-        session.add(Article(slug=slug, title=title, body=body, body_html=_render(body),
-                            category=category, tags=[], questions=[question],
-                            source="reviewer", published=True))
-    bump_revision(session, KB_REVISION)
-    session.commit()
+    _upsert(session, ArticleRecord(slug=slug, title=title, body=body, category=category,
+                                   questions=[question], source="reviewer console"))
     return session.scalar(select(Article).where(Article.slug == slug))
 
 
-def slugify(title: str) -> str:
-    words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", title).casefold())
-    return "-".join(words)[:120].strip("-")
-
-
-def _kb_record_class():
-    """The KB area's ``ArticleRecord`` when it is installed (it renders and hashes bodies the
-    same way an import does); None otherwise."""
+def _upsert(session: Session, record: ArticleRecord) -> None:
+    """Write through the KB store (same validation, rendering and hashing as an import), then
+    move the KB revision so that running servers reload their indexes."""
     try:
-        from app.kb.store import ArticleRecord, upsert_article  # noqa: F401
-    except ImportError:
-        return None
-    return ArticleRecord
-
-
-def _new_record(**fields):
-    cls = _kb_record_class()
-    if cls is None:
-        return None
-    accepted = getattr(cls, "__dataclass_fields__", None) or {}
-    if accepted:
-        if "source" in accepted:
-            fields.setdefault("source", "reviewer")
-        fields = {k: v for k, v in fields.items() if k in accepted}
-    return cls(**fields)
-
-
-def _record_from_article(article: Article, *, questions: list[str]):
-    return _new_record(slug=article.slug, title=article.title, body=article.body,
-                       category=article.category, tags=list(article.tags or []),
-                       questions=questions, source=article.source,
-                       published=article.published)
-
-
-def _render(markdown_text: str) -> str:
-    """Sanitised HTML for a reviewer-written body (used only without the KB store)."""
-    import markdown
-    import nh3
-
-    return nh3.clean(markdown.markdown(markdown_text))
+        upsert_article(session, record)
+    except InvalidArticle as exc:
+        session.rollback()
+        raise ReviewError(f"The article is not valid: {exc}") from exc
+    bump_revision(session, KB_REVISION)
+    session.commit()
