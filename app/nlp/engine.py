@@ -1,18 +1,71 @@
 """The NLP engine held by the app: loads models and indexes, answers queries through the router.
 
-(Interface only for now; the routing issue fills it in.)
+- ``load()`` reads the current model version (FastText, BERT head, calibrators, thresholds,
+  tiers), builds BM25 and the BERT KB index from the published articles, warms every tier with
+  a few queries and only then reports ``ready``.
+- ``answer(text)`` goes through a small LRU cache keyed by the normalised text and the model
+  and KB versions, then the router; it records stage latencies, decisions, cache events.
+- Every ``REVISION_POLL_SECONDS`` at most, a request looks at KB_REVISION / MODEL_REVISION in
+  the database (one small query). When either moved, a background thread builds a new router
+  (reusing the loaded models when only the KB changed) and swaps it in with one reference
+  assignment: requests use either the old or the new router, never a half-built one.
+- BERT failing to load leaves the engine ready in degraded mode (fast tier, escalating when
+  unsure); BERT failing on a query is handled the same way by the router.
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from app.metrics import CACHE_EVENTS, MODEL_INFO, ROUTE_DECISIONS, STAGE_LATENCY
+from app.nlp.normalize import normalize
 from app.nlp.types import Decision
+
+log = logging.getLogger(__name__)
+
+REVISION_POLL_SECONDS = 2.0
+CACHE_SIZE = 2048
+WARMUP_QUERIES = ("hello", "I have a question about my account", "asdf qwerty")
 
 
 class EngineNotReady(RuntimeError):
     """The models are not loaded (not trained yet, or failed to load)."""
+
+
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 class Engine:
@@ -20,10 +73,259 @@ class Engine:
         self.config = config
         self.ready = False
         self.not_ready_reason: str | None = "models not loaded"
+        self.trained_at: str | None = None
+        self.model_version: str | None = None
+        self.revisions: tuple[int, int] | None = None  # (kb, model) the router was built from
+        self._router = None
+        self._fasttext_cache: dict = {}  # version folder -> loaded models, reused on KB change
+        self._cache = _LRU(int(config.get("ANSWER_CACHE_SIZE", CACHE_SIZE)))
+        self._reload_lock = threading.Lock()
+        self._reloading = False
+        self._next_check = 0.0
+        self._check_lock = threading.Lock()
+
+    # -- loading -------------------------------------------------------------------------
 
     def load(self) -> None:
         """Load models and indexes from disk and the database, then warm them."""
-        self.not_ready_reason = "routing not implemented yet"
+        try:
+            self._swap(self._build())
+        except EngineNotReady as exc:
+            self.ready, self.not_ready_reason = False, str(exc)
+            log.warning("NLP engine not ready: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - a broken model must not stop the app
+            self.ready = False
+            self.not_ready_reason = f"failed to load models: {type(exc).__name__}: {exc}"
+            log.exception("NLP engine failed to load")
+        self._next_check = time.monotonic() + REVISION_POLL_SECONDS
+
+    def _db_url(self) -> str:
+        return self.config["SQLALCHEMY_DATABASE_URI"]
+
+    def _read_revisions(self) -> tuple[int, int]:
+        from app.db import session_scope
+        from app.state import KB_REVISION, MODEL_REVISION, get_revision
+
+        with session_scope(self._db_url()) as session:
+            return get_revision(session, KB_REVISION), get_revision(session, MODEL_REVISION)
+
+    def _build(self):
+        from app.nlp.training import current_version, version_folder
+
+        models_dir = Path(self.config["MODELS_DIR"])
+        version = current_version(models_dir)
+        if not version:
+            raise EngineNotReady(f"no trained models in {models_dir}; run `tierdesk train`")
+        folder = version_folder(models_dir, version)
+        revisions = self._read_revisions()
+        articles, declared = self._read_kb()
+        if not articles:
+            raise EngineNotReady("the knowledge base has no published articles")
+        loaded = self._load_models(folder, version)
+        router = self._make_router(loaded, articles, declared, models_dir)
+        for query in WARMUP_QUERIES:
+            router.route(query)
+        return router, revisions, loaded["manifest"]
+
+    def _read_kb(self):
+        from sqlalchemy import select
+
+        from app.db import session_scope
+        from app.models import Article, Intent
+        from app.nlp.training import KbArticle
+
+        with session_scope(self._db_url()) as session:
+            articles = [
+                KbArticle(a.slug, a.title, [q for q in (a.questions or []) if isinstance(q, str)],
+                          a.body or "", a.category or a.slug)
+                for a in session.scalars(select(Article).where(Article.published.is_(True))
+                                         .order_by(Article.slug))
+            ]
+            declared = {i.name: i.tier for i in session.scalars(select(Intent))
+                        if i.tier_source == "declared"}
+        return articles, declared
+
+    def _load_models(self, folder: Path, version: str) -> dict:
+        """The version's models; reused from the previous load when the version is the same."""
+        cached = self._fasttext_cache.get(version)
+        if cached is not None:
+            return cached
+        from app.nlp.calibration import CalibrationSet
+        from app.nlp.intent import FastTextIntent
+        from app.nlp.training import BERT_DIR, CALIBRATION_FILE, FASTTEXT_DIR, MANIFEST, TIERS_FILE
+
+        manifest = json.loads((folder / MANIFEST).read_text())
+        loaded = {
+            "version": version,
+            "folder": folder,
+            "manifest": manifest,
+            "fasttext": FastTextIntent.load(folder / FASTTEXT_DIR),
+            "calibration": CalibrationSet.load(folder / CALIBRATION_FILE),
+            "tiers": json.loads((folder / TIERS_FILE).read_text()),
+            "bert": None,
+            "bert_error": None,
+        }
+        try:
+            from app.nlp.bert import BertTier
+
+            loaded["bert"] = BertTier.load(folder / BERT_DIR, bert_path=self.config.get("BERT_PATH"),
+                                           quantize=self.config.get("BERT_QUANTIZE", True))
+        except Exception as exc:  # noqa: BLE001 - degrade to the fast tier
+            loaded["bert_error"] = f"{type(exc).__name__}: {exc}"
+            log.exception("BERT tier failed to load; serving in degraded mode")
+        self._fasttext_cache = {version: loaded}
+        return loaded
+
+    def _thresholds(self, folder: Path, models_dir: Path):
+        """``models/thresholds.json`` (written by ``tierdesk tune``) wins over the version's."""
+        from app.nlp.thresholds import THRESHOLDS_FILE, Thresholds
+
+        override = models_dir / THRESHOLDS_FILE
+        path = override if override.is_file() else folder / THRESHOLDS_FILE
+        return Thresholds.load(path), str(path)
+
+    def _make_router(self, loaded: dict, articles, declared, models_dir: Path):
+        from app.nlp.bm25 import BM25Retriever
+        from app.nlp.router import Router, RouterModels
+        from app.nlp.tiers import effective_tiers
+        from app.nlp.training import bm25_docs, kb_entries
+
+        thresholds, source = self._thresholds(loaded["folder"], models_dir)
+        thresholds.provenance = {**thresholds.provenance, "file": source}
+        bert = loaded["bert"]
+        bert_error = loaded["bert_error"]
+        if bert is not None:
+            try:
+                bert = _bert_with_kb(bert, kb_entries(articles))
+            except Exception as exc:  # noqa: BLE001
+                bert, bert_error = None, f"{type(exc).__name__}: {exc}"
+                log.exception("BERT KB index failed; serving in degraded mode")
+        tiers = effective_tiers(loaded["tiers"].get("derived", {}), declared)
+        return Router(RouterModels(
+            fasttext=loaded["fasttext"], bm25=BM25Retriever(bm25_docs(articles)), bert=bert,
+            calibration=loaded["calibration"], thresholds=thresholds, tiers=tiers,
+            bert_error=bert_error, version=loaded["version"]))
+
+    def _swap(self, built) -> None:
+        router, revisions, manifest = built
+        self._router = router
+        self.revisions = revisions
+        self.model_version = router.m.version
+        self.trained_at = manifest.get("trained_at")
+        self._cache.clear()
+        self.ready = True
+        self.not_ready_reason = None
+        MODEL_INFO.clear()
+        for tier, version in router.versions().items():
+            if version:
+                MODEL_INFO.labels(tier, version).set(1)
+        log.info("NLP engine ready: models %s, kb/model revisions %s%s", router.m.version,
+                 revisions, " (degraded: BERT unavailable)" if router.m.bert is None else "")
+
+    # -- hot reload ----------------------------------------------------------------------
+
+    def _maybe_check(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check or not self._check_lock.acquire(blocking=False):
+            return
+        try:
+            self._next_check = now + REVISION_POLL_SECONDS
+            self.check_for_updates(wait=False)
+        finally:
+            self._check_lock.release()
+
+    def check_for_updates(self, wait: bool = False) -> bool:
+        """Reload when the KB or model revision moved (or the engine is not ready yet).
+
+        Returns True when a reload was started. ``wait`` blocks until it finished.
+        """
+        try:
+            revisions = self._read_revisions()
+        except Exception:  # noqa: BLE001 - the database may be briefly unavailable
+            log.warning("could not read revisions", exc_info=True)
+            return False
+        if self.ready and revisions == self.revisions:
+            return False
+        with self._reload_lock:
+            if self._reloading:
+                return False
+            self._reloading = True
+        thread = threading.Thread(target=self._reload, name="tierdesk-nlp-reload", daemon=True)
+        thread.start()
+        if wait:
+            thread.join()
+        return True
+
+    def _reload(self) -> None:
+        try:
+            self._swap(self._build())
+        except EngineNotReady as exc:
+            if not self.ready:
+                self.not_ready_reason = str(exc)
+            log.warning("reload skipped: %s", exc)
+        except Exception:  # noqa: BLE001 - keep serving the old router
+            log.exception("reload failed; still serving the previous models")
+        finally:
+            with self._reload_lock:
+                self._reloading = False
+
+    # -- answering -----------------------------------------------------------------------
+
+    @property
+    def router(self):
+        return self._router
 
     def answer(self, text: str) -> Decision:
-        raise EngineNotReady(self.not_ready_reason)
+        self._maybe_check()
+        router = self._router
+        if router is None:
+            raise EngineNotReady(self.not_ready_reason or "models not loaded")
+        key = (normalize(text), router.m.version, router.m.bm25.version, self.revisions)
+        cached = self._cache.get(key)
+        if cached is not None:
+            CACHE_EVENTS.labels("hit").inc()
+            decision = copy.deepcopy(cached)
+            decision.query = text
+            decision.trace["cache"] = "hit"
+            ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
+            return decision
+        CACHE_EVENTS.labels("miss").inc()
+        decision = router.route(text)
+        for stage, ms in decision.trace.get("timings_ms", {}).items():
+            STAGE_LATENCY.labels(stage).observe(ms / 1000)
+        ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
+        decision.trace["cache"] = "miss"
+        self._cache.put(key, copy.deepcopy(decision))
+        return decision
+
+    def status(self) -> dict:
+        router = self._router
+        return {
+            "ready": self.ready,
+            "not_ready_reason": self.not_ready_reason,
+            "degraded": bool(router and router.m.bert is None),
+            "versions": router.versions() if router else {},
+            "revisions": self.revisions,
+            "trained_at": self.trained_at,
+            "cache_entries": len(self._cache),
+        }
+
+    def close(self) -> None:
+        """Nothing to stop: reload threads are short-lived daemons."""
+
+
+def _outcome(decision: Decision) -> str:
+    return "escalated" if decision.escalate else "answered"
+
+
+def _bert_with_kb(bert, entries):
+    """A BERT tier sharing ``bert``'s encoder and head, indexed on ``entries``.
+
+    A new object, so that requests still using the previous router keep a complete index.
+    """
+    clone = type(bert)(bert.encoder, bert.labels, bert.weights, bert.bias,
+                       head_weight=bert.head_weight, version=bert.version,
+                       metadata=bert.metadata)
+    clone._text_cache = dict(getattr(bert, "_text_cache", {}))  # reuse embedded KB texts
+    clone.set_kb(entries)
+    return clone

@@ -1,0 +1,295 @@
+"""``tierdesk eval``: train on TRAIN only, answer TEST four ways, report accuracy and latency.
+
+Everything happens in a temporary workspace (models are saved there and nothing touches the
+app database). The KB is one article per category, titled after the category, whose alternate
+questions are that category's training texts (all, or a sample with ``questions_per_article``).
+
+Strategies, all through the same ``Router`` with the same trained models:
+
+- ``fast``: FastText + BM25 restricted to the predicted intent; never BERT, never escalates;
+- ``bert``: the BERT route alone; never escalates;
+- ``hybrid``: the router with escalation off;
+- ``hybrid_review``: the router with escalation on.
+
+A query is correct when the answered article is its category's article. Accuracy counts every
+test query, ``answered_accuracy`` only those answered; ``bert_share`` is the share that ran BERT.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from app.config import PROJECT_ROOT
+from app.nlp.router import Router, RouterModels
+from app.nlp.thresholds import DEFAULTS
+from app.nlp.training import (
+    TrainingError,
+    bm25_docs,
+    read_labelled_csv,
+    read_oos_dev,
+    save_version,
+    train_from_csv,
+)
+
+STRATEGIES = {
+    "fast": {"mode": "fast", "escalation": False},
+    "bert": {"mode": "bert", "escalation": False},
+    "hybrid": {"mode": "hybrid", "escalation": False},
+    "hybrid_review": {"mode": "hybrid", "escalation": True},
+}
+WARMUP_QUERIES = 20
+
+
+def _limit(texts: list[str], labels: list[str], keep: set[str]) -> tuple[list[str], list[str]]:
+    pairs = [(t, lab) for t, lab in zip(texts, labels, strict=True) if lab in keep]
+    return [t for t, _ in pairs], [lab for _, lab in pairs]
+
+
+def _write_csv(path: Path, texts: Sequence[str], labels: Sequence[str]) -> None:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "category"])
+        writer.writerows(zip(texts, labels, strict=True))
+
+
+def _latency(ms: list[float]) -> dict:
+    arr = np.asarray(ms) if ms else np.zeros(1)
+    return {
+        "mean": round(float(arr.mean()), 4),
+        "p50": round(float(np.percentile(arr, 50)), 4),
+        "p99": round(float(np.percentile(arr, 99)), 4),
+    }
+
+
+def risk_coverage(
+    confidence: Sequence[float], correct: Sequence[bool]
+) -> list[tuple[float, float]]:
+    """(coverage, risk) when answering only the most confident queries first."""
+    order = np.argsort(-np.asarray(confidence, dtype=float), kind="stable")
+    ok = np.asarray(correct, dtype=float)[order]
+    n = len(ok)
+    answered = np.arange(1, n + 1)
+    risk = 1.0 - np.cumsum(ok) / answered
+    return [(float(c), float(r)) for c, r in zip(answered / n, risk, strict=True)]
+
+
+def run_eval(
+    train_csv: str | Path,
+    test_csv: str | Path,
+    oos_csv: str | Path | None = None,
+    *,
+    json_out: str | Path | None = None,
+    plot_out: str | Path | None = None,
+    limit_categories: int | None = None,
+    questions_per_article: int | None = None,
+    budget: float = DEFAULTS.budget,
+    oos_dev_dir: str | Path | None = PROJECT_ROOT / "intents",
+    bert_path: str | Path | None = None,
+    progress: bool = True,
+    seed: int = 0,
+) -> dict:
+    train_texts, train_labels = read_labelled_csv(train_csv)
+    test_texts, test_labels = read_labelled_csv(test_csv)
+    oos_texts = read_labelled_csv(oos_csv)[0] if oos_csv else []
+    if limit_categories:
+        keep = sorted(set(train_labels))
+        keep = set(random.Random(seed).sample(keep, min(limit_categories, len(keep))))
+        train_texts, train_labels = _limit(train_texts, train_labels, keep)
+        test_texts, test_labels = _limit(test_texts, test_labels, keep)
+    unknown = sorted(set(test_labels) - set(train_labels))
+    if unknown:
+        raise TrainingError(
+            f"{test_csv}: categories absent from the training set: {', '.join(unknown[:5])}"
+        )
+    with tempfile.TemporaryDirectory(prefix="tierdesk-eval-") as workspace:
+        work = Path(workspace)
+        _write_csv(work / "train.csv", train_texts, train_labels)
+        started = time.perf_counter()
+        trained, data = train_from_csv(
+            work / "train.csv",
+            questions_per_article=questions_per_article,
+            oos_dev=read_oos_dev(oos_dev_dir),
+            budget=budget,
+            bert_path=bert_path,
+            progress=progress,
+            seed=seed,
+        )
+        from app.nlp.bm25 import BM25Retriever
+
+        bm25 = BM25Retriever(bm25_docs(data.articles))
+        train_seconds = time.perf_counter() - started
+        version = save_version(work / "models", trained, data)
+        router = Router(
+            RouterModels(
+                fasttext=trained.fasttext,
+                bm25=bm25,
+                bert=trained.bert,
+                calibration=trained.calibration,
+                thresholds=trained.thresholds,
+                tiers=trained.tiers["effective"],
+                version=version,
+            )
+        )
+        for query in test_texts[:WARMUP_QUERIES]:
+            for spec in STRATEGIES.values():
+                router.route(query, **spec)
+        results, details = _run_strategies(router, test_texts, test_labels, progress)
+        report = {
+            "n_test": len(test_texts),
+            "train_seconds": round(train_seconds, 2),
+            "strategies": results,
+        }
+        if oos_csv:
+            escalated = [
+                router.route(q, mode="hybrid", escalation=True).escalate
+                for q in tqdm(oos_texts, desc="out-of-scope", disable=not progress)
+            ]
+            report["oos"] = {
+                "n": len(oos_texts),
+                "escalation_recall": round(float(np.mean(escalated)), 4) if escalated else 0.0,
+            }
+        details.update(
+            {
+                "thresholds": trained.thresholds.to_dict(),
+                "tiers": {
+                    "f1_min": trained.tiers["f1_min"],
+                    "complex": sorted(
+                        k for k, v in trained.tiers["effective"].items() if v == "complex"
+                    ),
+                },
+                "training_metrics": trained.metrics,
+                "questions_per_article": questions_per_article,
+                "n_categories": len(set(train_labels)),
+                "n_train": len(train_texts),
+            }
+        )
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(json.dumps(report, indent=2) + "\n")
+        details_path = Path(json_out).with_suffix(".details.json")
+        details_path.write_text(json.dumps(details, indent=2, default=float) + "\n")
+    if plot_out:
+        plot(report, details["risk_coverage"], plot_out)
+    report_details = dict(report)
+    report_details["_details"] = details
+    return report_details
+
+
+def _run_strategies(
+    router: Router, texts: Sequence[str], labels: Sequence[str], progress: bool
+) -> tuple[dict, dict]:
+    raw = {
+        name: {"ok": [], "answered": [], "bert": [], "ms": [], "route": [], "conf": []}
+        for name in STRATEGIES
+    }
+    for query, label in tqdm(
+        list(zip(texts, labels, strict=True)), desc="evaluating", unit="query", disable=not progress
+    ):
+        for name, spec in STRATEGIES.items():
+            start = time.perf_counter()
+            decision = router.route(query, **spec)
+            elapsed = (time.perf_counter() - start) * 1000
+            r = raw[name]
+            r["ok"].append(decision.article is not None and decision.article.intent == label)
+            r["answered"].append(not decision.escalate)
+            r["bert"].append("bert" in decision.trace["stages"])
+            r["ms"].append(elapsed)
+            r["route"].append(decision.route)
+            r["conf"].append(decision.confidence)
+    results = {}
+    for name, r in raw.items():
+        ok = np.asarray(r["ok"], dtype=bool)
+        answered = np.asarray(r["answered"], dtype=bool)
+        n = max(len(ok), 1)
+        results[name] = {
+            "accuracy": round(float((ok & answered).sum() / n), 4),
+            "coverage": round(float(answered.mean()) if len(ok) else 0.0, 4),
+            "answered_accuracy": round(float((ok & answered).sum() / max(answered.sum(), 1)), 4),
+            "bert_share": round(float(np.mean(r["bert"])) if len(ok) else 0.0, 4),
+            "latency_ms": _latency(r["ms"]),
+        }
+    hybrid = raw["hybrid"]
+    routes = np.asarray(hybrid["route"])
+    ms = np.asarray(hybrid["ms"])
+    details = {
+        "route_latency_ms": {
+            route: _latency(list(ms[routes == route])) | {"n": int((routes == route).sum())}
+            for route in ("simple", "complex")
+        },
+        "risk_coverage": risk_coverage(hybrid["conf"], hybrid["ok"]),
+    }
+    return results, details
+
+
+def plot(report: dict, curve: Sequence[tuple[float, float]], out: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, s in report["strategies"].items():
+        left.scatter(s["latency_ms"]["mean"], s["accuracy"] * 100, s=60)
+        left.annotate(
+            name,
+            (s["latency_ms"]["mean"], s["accuracy"] * 100),
+            textcoords="offset points",
+            xytext=(6, 4),
+        )
+    left.set_xlabel("mean latency per query (ms)")
+    left.set_ylabel("accuracy (% of all test queries)")
+    left.set_title("Accuracy against latency")
+    left.grid(alpha=0.3)
+    if curve:
+        coverage, risk = zip(*curve, strict=True)
+        right.plot(np.asarray(coverage) * 100, np.asarray(risk) * 100)
+    review = report["strategies"].get("hybrid_review")
+    if review:
+        right.scatter(
+            review["coverage"] * 100,
+            (1 - review["answered_accuracy"]) * 100,
+            color="red",
+            zorder=3,
+            label="tau_review operating point",
+        )
+        right.legend()
+    right.set_xlabel("coverage (% answered, most confident first)")
+    right.set_ylabel("risk (% of answered that are wrong)")
+    right.set_title("Router risk-coverage")
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def format_table(report: dict) -> str:
+    lines = [
+        "| strategy | accuracy | coverage | answered acc. | BERT share | mean ms | p50 ms "
+        "| p99 ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in report["strategies"].items():
+        lat = s["latency_ms"]
+        lines.append(
+            f"| {name} | {s['accuracy']:.2%} | {s['coverage']:.2%} | "
+            f"{s['answered_accuracy']:.2%} | {s['bert_share']:.2%} | {lat['mean']:.2f} "
+            f"| {lat['p50']:.2f} | {lat['p99']:.2f} |"
+        )
+    if "oos" in report:
+        lines.append(
+            f"\nOut-of-scope escalation recall: {report['oos']['escalation_recall']:.2%} "
+            f"of {report['oos']['n']}"
+        )
+    lines.append(f"\nTest queries: {report['n_test']}; training: {report['train_seconds']:.0f} s")
+    return "\n".join(lines)

@@ -1,0 +1,251 @@
+"""The router: the cheapest tier that is good enough, a calibrated confidence, and the reason
+whenever a human has to take over.
+
+Per query (``mode="hybrid"``):
+
+1. FastText predicts the intent (top-k with probabilities).
+2. Simple route when the intent's tier is ``simple``, top-1 >= ``tau_fast`` and
+   top-1 - top-2 >= ``margin``: BM25 restricted to that intent's articles answers, and the
+   simple calibrator turns (FastText top-1, margin, entropy, BM25 confidence) into P(correct).
+   If that probability is under ``tau_review`` the query falls through to BERT (a cascade: the
+   careful tier gets a look before anyone is bothered).
+3. Otherwise the BERT route: semantic matching against the KB plus the intent head; the
+   complex calibrator uses BERT's top-1, margins, cosine similarity to the KB, FastText's view
+   and the KL divergence between the two intent distributions.
+4. Under ``tau_review`` the decision escalates (when escalation is on) with the reason:
+   ``out_of_scope`` (the query is far from every KB text), ``tiers_disagree`` (FastText and BERT
+   name different intents and diverge beyond ``kl_disagree``), ``ambiguous`` (small margin) or
+   ``below_threshold``. If BERT is unavailable or fails, the fast tier answers when it is sure
+   and escalates with ``degraded`` otherwise; a query never fails because BERT is down.
+
+``mode="fast"`` (FastText + BM25 only) and ``mode="bert"`` (BERT only) exist for evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.nlp.calibration import CalibrationSet, complex_features, simple_features
+from app.nlp.thresholds import Thresholds
+from app.nlp.types import Candidate, Decision, TierResult
+
+log = logging.getLogger(__name__)
+
+TOP_K = 10
+SUGGESTIONS = 3
+MODES = ("hybrid", "fast", "bert")
+
+
+@dataclass
+class RouterModels:
+    """Everything the router needs, swapped as one object on reload."""
+
+    fasttext: object  # app.nlp.intent.FastTextIntent
+    bm25: object  # app.nlp.bm25.BM25Retriever
+    bert: object | None  # app.nlp.bert.BertTier, None when it failed to load
+    calibration: CalibrationSet
+    thresholds: Thresholds
+    tiers: Mapping[str, str]  # intent -> "simple" | "complex"
+    bert_error: str | None = None
+    version: str | None = None  # the models folder's version id
+
+
+class Router:
+    def __init__(self, models: RouterModels) -> None:
+        self.m = models
+
+    # -- stages -------------------------------------------------------------------------
+
+    def _head_weight(self) -> float | None:
+        return getattr(self.m.bert, "head_weight", None)
+
+    def _bm25(self, query: str, ft: TierResult) -> TierResult:
+        top = ft.intents[0][0] if ft.intents else None
+        result = self.m.bm25.run(query, k=SUGGESTIONS + 1, intent=top, intent_probs=ft.intents)
+        return result
+
+    def _tier_of(self, intent: str | None) -> str:
+        return self.m.tiers.get(intent or "", "simple")
+
+    def _simple_eligible(self, ft: TierResult) -> bool:
+        if not ft.intents:
+            return False
+        p1 = ft.intents[0][1]
+        p2 = ft.intents[1][1] if len(ft.intents) > 1 else 0.0
+        th = self.m.thresholds
+        return (
+            self._tier_of(ft.intents[0][0]) == "simple"
+            and p1 >= th.tau_fast
+            and p1 - p2 >= th.margin
+        )
+
+    # -- the decision -------------------------------------------------------------------
+
+    def route(self, query: str, *, mode: str = "hybrid", escalation: bool = True) -> Decision:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+        started = time.perf_counter()
+        th = self.m.thresholds
+        stages: dict[str, dict] = {}
+        timings: dict[str, float] = {}
+        ft = bm = bert = None
+        simple_conf = None
+        if mode != "bert":
+            ft = self.m.fasttext.run(query, k=TOP_K)
+            stages["fasttext"] = _stage(ft)
+            timings["fasttext"] = ft.ms
+        eligible = ft is not None and self._simple_eligible(ft)
+        if mode == "fast" or (mode == "hybrid" and (eligible or self.m.bert is None)):
+            bm = self._bm25(query, ft)
+            stages["bm25"] = _stage(bm)
+            timings["bm25"] = bm.ms
+            features = simple_features(ft, bm)
+            simple_conf = self.m.calibration.simple.predict(features)
+            stages["bm25"]["features"] = features
+            stages["bm25"]["calibrated"] = simple_conf
+        if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= th.tau_review):
+            decision = self._simple_decision(query, ft, bm, simple_conf, escalate_reason=None)
+        else:
+            bert, bert_error = self._run_bert(query) if mode != "fast" else (None, None)
+            if bert is None:
+                stages["bert"] = {"error": bert_error or self.m.bert_error or "unavailable"}
+                if bm is None:
+                    bm = self._bm25(query, ft) if ft else None
+                if ft is None or bm is None:
+                    decision = _empty_decision(query, "complex", "degraded")
+                else:
+                    sure = eligible and simple_conf is not None and simple_conf >= th.tau_review
+                    decision = self._simple_decision(
+                        query,
+                        ft,
+                        bm,
+                        simple_conf or 0.0,
+                        escalate_reason=None if sure else "degraded",
+                    )
+            else:
+                stages["bert"] = _stage(bert)
+                timings["bert"] = bert.ms
+                features = complex_features(ft, bert, self._head_weight())
+                conf = self.m.calibration.complex.predict(features)
+                stages["bert"]["features"] = features
+                stages["bert"]["calibrated"] = conf
+                reason = self._reason(features) if conf < th.tau_review else None
+                decision = self._bert_decision(query, bert, conf, reason)
+        would_escalate = decision.escalation_reason
+        if mode != "hybrid" or not escalation:
+            decision.escalate = False
+            decision.escalation_reason = None
+        timings["total"] = (time.perf_counter() - started) * 1000
+        decision.trace = {
+            "mode": mode,
+            "route": decision.route,
+            "stages": stages,
+            "timings_ms": {k: round(v, 4) for k, v in timings.items()},
+            "versions": self.versions(),
+            "thresholds": {k: v for k, v in th.to_dict().items() if k != "provenance"},
+            "tier": self._tier_of(ft.intents[0][0]) if ft and ft.intents else None,
+            "simple_eligible": eligible,
+            "cascaded": eligible and "bert" in stages,
+            "escalation_reason": decision.escalation_reason,
+            "would_escalate": would_escalate,
+        }
+        return decision
+
+    def _run_bert(self, query: str) -> tuple[TierResult | None, str | None]:
+        if self.m.bert is None:
+            return None, self.m.bert_error or "BERT tier not loaded"
+        try:
+            return self.m.bert.run(query, k=TOP_K), None
+        except Exception as exc:  # noqa: BLE001 - the careful tier must never fail a query
+            log.exception("BERT tier failed; answering from the fast tier")
+            return None, f"{type(exc).__name__}: {exc}"
+
+    def _reason(self, features: dict[str, float]) -> str:
+        th = self.m.thresholds
+        if features["bert_similarity"] < th.oos_similarity:
+            return "out_of_scope"
+        if not features["tiers_agree"] and features["kl_ft_bert"] > th.kl_disagree:
+            return "tiers_disagree"
+        if features["bert_margin"] < th.margin:
+            return "ambiguous"
+        return "below_threshold"
+
+    def _simple_decision(
+        self, query: str, ft: TierResult, bm: TierResult, conf: float, escalate_reason: str | None
+    ) -> Decision:
+        intent = ft.intents[0][0] if ft.intents else None
+        article = bm.candidates[0] if bm.candidates else None
+        if article is None:
+            escalate_reason = escalate_reason or "out_of_scope"
+            conf = 0.0
+        return Decision(
+            query=query,
+            route="simple",
+            intent=intent,
+            article=article,
+            confidence=float(conf),
+            escalate=escalate_reason is not None,
+            escalation_reason=escalate_reason,
+            suggestions=_suggestions(bm.candidates),
+        )
+
+    def _bert_decision(
+        self, query: str, bert: TierResult, conf: float, reason: str | None
+    ) -> Decision:
+        article = bert.candidates[0] if bert.candidates else None
+        intent = (
+            article.intent
+            if article and article.intent
+            else (bert.intents[0][0] if bert.intents else None)
+        )
+        if article is None:
+            reason, conf = "out_of_scope", 0.0
+        return Decision(
+            query=query,
+            route="complex",
+            intent=intent,
+            article=article,
+            confidence=float(conf),
+            escalate=reason is not None,
+            escalation_reason=reason,
+            suggestions=_suggestions(bert.candidates),
+        )
+
+    def versions(self) -> dict[str, str | None]:
+        return {
+            "models": self.m.version,
+            "fasttext": getattr(self.m.fasttext, "version", None),
+            "bm25": getattr(self.m.bm25, "version", None),
+            "bert": getattr(self.m.bert, "version", None) if self.m.bert else None,
+        }
+
+
+def _stage(result: TierResult) -> dict:
+    return {
+        "intents": [[name, round(p, 5)] for name, p in result.intents[:5]],
+        "candidates": [
+            {"slug": c.slug, "score": round(c.score, 5), "intent": c.intent}
+            for c in result.candidates[:5]
+        ],
+        "confidence": round(result.confidence, 5),
+        "ms": round(result.ms, 4),
+    }
+
+
+def _suggestions(candidates: list[Candidate]) -> list[Candidate]:
+    return list(candidates[1 : SUGGESTIONS + 1])
+
+
+def _empty_decision(query: str, route: str, reason: str) -> Decision:
+    return Decision(
+        query=query,
+        route=route,
+        intent=None,
+        article=None,
+        confidence=0.0,
+        escalate=True,
+        escalation_reason=reason,
+    )
