@@ -67,6 +67,9 @@ class Config:
         self.TRUSTED_PROXIES = int(_env("TIERDESK_TRUSTED_PROXIES", "0"))
         # Answers kept per process for repeated identical questions (0 disables the cache).
         self.ANSWER_CACHE_SIZE = int(_env("TIERDESK_ANSWER_CACHE_SIZE", "2048"))
+        # Commit answered chat turns without waiting for the disk flush (escalations always wait):
+        # a power cut may drop the last moment of answered-chat logs, never corrupts the database.
+        self.CHAT_RELAXED_COMMIT = _env_bool("TIERDESK_CHAT_RELAXED_COMMIT", True)
         self.REVIEW_LEASE_SECONDS = int(_env("TIERDESK_REVIEW_LEASE_SECONDS", "300"))
         self.RECONCILE_INTERVAL_SECONDS = int(_env("TIERDESK_RECONCILE_INTERVAL_SECONDS", "30"))
         # Each review priority point counts as this many seconds of extra waiting in the queue.
