@@ -120,7 +120,7 @@ def own_redis(tmp_path) -> Iterator[OwnRedis]:
     server.stop()
 
 
-def make_app(db_url: str, client: redis.Redis, prefix: str, tmp_path: Path, **extra):
+def build_app(db_url: str, client: redis.Redis, prefix: str, tmp_path: Path, **extra):
     from app import create_app
 
     config = {

@@ -102,11 +102,11 @@ def test_login_failures_are_rate_limited(app, client, reviewer, make_reviewer):
 
 
 def test_rate_limit_window_ends(tmp_path, db_url, redis_client, redis_prefix):
-    from fixtures_review import REVIEWER_PASSWORD, make_app
+    from fixtures_review import REVIEWER_PASSWORD, build_app
 
     from app.review.auth import add_reviewer
 
-    app = make_app(
+    app = build_app(
         db_url, redis_client, redis_prefix, tmp_path, LOGIN_MAX_FAILURES=2, LOGIN_WINDOW_SECONDS=1
     )
     with session_scope(db_url) as session:

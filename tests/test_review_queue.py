@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 import redis
-from fixtures_review import escalate_in, item_row, make_app
+from fixtures_review import escalate_in, item_row, build_app
 from sqlalchemy import func, insert, select, update
 
 from app import metrics
@@ -123,13 +123,13 @@ def test_claim_filters_by_intent_route_and_reason(app):
 def test_thousand_escalations_survive_flushall_and_restart(tmp_path, db_url, own_redis):
     """Acceptance: 1,000 escalations, FLUSHALL half way, a new app: each queued exactly once."""
     prefix = "tdtest:flush:"
-    app = make_app(db_url, own_redis.client(), prefix, tmp_path)
+    app = build_app(db_url, own_redis.client(), prefix, tmp_path)
     ids = [escalate_in(app, f"question {i}", draft_text=None) for i in range(500)]
     own_redis.client().flushall()
     ids += [escalate_in(app, f"question {i}", draft_text=None) for i in range(500, 1000)]
     assert len(set(ids)) == 1000
 
-    restarted = make_app(db_url, own_redis.client(), prefix, tmp_path)  # a server restart
+    restarted = build_app(db_url, own_redis.client(), prefix, tmp_path)  # a server restart
     queue = _queue(restarted)
     report = queue.reconcile()
     assert report.redis_ok and report.queued == 500
@@ -181,7 +181,7 @@ def test_concurrent_claimers_each_item_once(any_db_url, redis_url, redis_prefix,
 
 
 def test_expired_lease_returns_the_item(tmp_path, db_url, redis_client, redis_prefix):
-    app = make_app(db_url, redis_client, redis_prefix, tmp_path, REVIEW_LEASE_SECONDS=1)
+    app = build_app(db_url, redis_client, redis_prefix, tmp_path, REVIEW_LEASE_SECONDS=1)
     first, second = _reviewers(db_url, 2)
     item_id = escalate_in(app)
     queue = _queue(app)
@@ -247,7 +247,7 @@ def test_release_gives_the_item_back(app):
 def test_redis_outage_loses_nothing(tmp_path, db_url, own_redis):
     """Acceptance: Redis stops during escalations; rows are recorded; once it is back, the
     reconciler queues every one (the same app and client, no restart)."""
-    app = make_app(db_url, own_redis.client(), "tdtest:outage:", tmp_path)
+    app = build_app(db_url, own_redis.client(), "tdtest:outage:", tmp_path)
     (reviewer,) = _reviewers(db_url, 1)
     before = [escalate_in(app, f"before {i}") for i in range(10)]
     own_redis.stop()

@@ -76,3 +76,10 @@ def test_model_trained_at_from_engine_or_metadata(tmp_path):
     (tmp_path / "broken.json").write_text("{not json")
     assert model_trained_at(object(), tmp_path) == datetime(2026, 6, 1, 8)
     assert model_trained_at(object(), tmp_path / "missing") is None
+    # The version ``current`` points at wins over newer, inactive versions.
+    for version, moment in (("v1", "2026-07-01T00:00:00Z"), ("v2", "2026-08-01T00:00:00Z")):
+        (tmp_path / "versions" / version).mkdir(parents=True)
+        (tmp_path / "versions" / version / "manifest.json").write_text(
+            f'{{"trained_at": "{moment}"}}')
+    (tmp_path / "current").write_text('{"version": "v1"}')
+    assert model_trained_at(object(), tmp_path) == datetime(2026, 7, 1)

@@ -120,6 +120,9 @@ def model_trained_at(engine: Any, models_dir: Path | None) -> datetime | None:
     moment = _parse_moment(getattr(engine, "trained_at", None))
     if moment is not None or models_dir is None:
         return moment
+    current = _current_manifest_time(Path(models_dir))
+    if current is not None:
+        return current
     found: list[datetime] = []
     try:
         for path in Path(models_dir).rglob("*.json"):
@@ -136,6 +139,18 @@ def model_trained_at(engine: Any, models_dir: Path | None) -> datetime | None:
     except OSError:
         return None
     return max(found) if found else None
+
+
+def _current_manifest_time(models_dir: Path) -> datetime | None:
+    """``trained_at`` of the version that ``models/current`` points at (the routing area's
+    layout: ``current`` = {"version": V}, ``versions/V/manifest.json``)."""
+    try:
+        version = json.loads((models_dir / "current").read_text()).get("version")
+        manifest = json.loads((models_dir / "versions" / str(version) / "manifest.json")
+                              .read_text())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return _parse_moment(manifest.get("trained_at")) if isinstance(manifest, dict) else None
 
 
 def _route_label(route: str | None) -> str:
