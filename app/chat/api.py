@@ -66,13 +66,16 @@ def chat():
     _enforce_rate_limit("write")
     req = parse_chat_request()
     session = get_session()
+    conversation = None
     if req.conversation_id is not None:
-        if not is_valid_id(req.conversation_id) or find_conversation(
-                session, req.conversation_id) is None:
+        if is_valid_id(req.conversation_id):
+            conversation = find_conversation(session, req.conversation_id)
+        if conversation is None:
             raise ApiError(404, "conversation_not_found", "No conversation has this id.")
     turn = handle_message(session, engine=get_engine(), text=req.message,
-                          conversation_id=req.conversation_id, client_key=_client(),
-                          handoff=req.handoff, cache=_answer_cache())
+                          conversation=conversation, client_key=_client(),
+                          handoff=req.handoff, cache=_answer_cache(),
+                          relaxed_commit=bool(current_app.config.get("CHAT_RELAXED_COMMIT")))
     return jsonify(turn_payload(turn))
 
 

@@ -24,8 +24,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.chat.cache import AnswerCache
+from app.chat.durability import relax_commit_durability
 from app.chat.text import asks_for_human, html_to_text
-from app.models import Article, Conversation, Feedback, Message, ReviewItem
+from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id
 from app.nlp.types import Decision
 
 log = logging.getLogger(__name__)
@@ -140,57 +141,61 @@ def _escalate(session: Session, conversation: Conversation, customer: Message, r
              route=draft.route if draft else None)
 
 
-def handle_message(session: Session, *, engine, text: str, conversation_id: str | None,
-                   client_key: str, handoff: bool, cache: AnswerCache | None = None) -> Turn:
-    """Store ``text``, answer it or hand it to a person, store the outcome; see the module doc."""
-    if conversation_id is None:
-        conversation = Conversation(client_key=client_key, status="open")
-        session.add(conversation)
-        session.flush()
-    else:
-        conversation = find_conversation(session, conversation_id)
-        assert conversation is not None, "the caller checks that the conversation exists"
-    seq = _next_seq(session, conversation.id)
-    customer = Message(conversation_id=conversation.id, seq=seq, role="customer", text=text)
-    session.add(customer)
-    session.flush()
+def _escalation_reason(wants_person: bool, outcome: EngineOutcome,
+                       article: Article | None) -> str | None:
+    """Why this turn goes to a person, or None when the bot answers it."""
+    decision = outcome.decision
+    if wants_person:
+        return REASON_ASKED_FOR_HUMAN
+    if decision is None:
+        return outcome.failure
+    if decision.escalate:
+        return decision.escalation_reason or "below_threshold"
+    if article is None:
+        return REASON_NO_ANSWER
+    return None
 
+
+def handle_message(session: Session, *, engine, text: str, conversation: Conversation | None,
+                   client_key: str, handoff: bool, cache: AnswerCache | None = None,
+                   relaxed_commit: bool = False) -> Turn:
+    """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
+
+    The engine is asked before anything is written, so that an answered turn is a single
+    transaction (with ``relaxed_commit``, one that does not wait for the disk flush).
+    """
     wants_person = handoff or asks_for_human(text)
     outcome = EngineOutcome(None)
     if handoff or not wants_person:
         # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
         outcome = _ask_engine(engine, text, cache)
     decision = outcome.decision
-
     proposed = decision.article if decision is not None else None
     article = _published_article(session, proposed.slug if proposed else None)
-    if wants_person:
-        reason = REASON_ASKED_FOR_HUMAN
-    elif decision is None:
-        reason = outcome.failure
-    elif decision.escalate:
-        reason = decision.escalation_reason or "below_threshold"
-    elif article is None:
-        reason = REASON_NO_ANSWER
-    else:
-        reason = None
+    reason = _escalation_reason(wants_person, outcome, article)
+    suggestions = _suggestions(session, decision, article.slug if article else None)
+    seq = 0 if conversation is None else _next_seq(session, conversation.id)
 
+    if relaxed_commit and reason is None:
+        relax_commit_durability(session)
+    if conversation is None:
+        conversation = Conversation(id=new_id(), client_key=client_key, status="open")
+        session.add(conversation)
     trace = _json_safe(decision.trace) if decision is not None else {}
     trace = {**trace, "escalation_reason": reason, "cache_hit": outcome.cached}
+    customer = Message(id=new_id(), conversation_id=conversation.id, seq=seq, role="customer",
+                       text=text, route=decision.route if decision is not None else None,
+                       intent=decision.intent if decision is not None else None)
     bot = Message(
-        conversation_id=conversation.id, seq=seq + 1, role="bot", in_reply_to=customer.id,
-        status="pending_review" if reason else "answered",
+        id=new_id(), conversation_id=conversation.id, seq=seq + 1, role="bot",
+        in_reply_to=customer.id, status="pending_review" if reason else "answered",
         text=html_to_text(article.body_html) if article else "",
         html=article.body_html if article else None,
         article_slug=article.slug if article else None,
         confidence=float(decision.confidence) if decision is not None else None,
-        route=decision.route if decision is not None else None,
-        intent=decision.intent if decision is not None else None,
-        trace=trace,
+        route=customer.route, intent=customer.intent, trace=trace,
     )
-    session.add(bot)
-    customer.route, customer.intent = bot.route, bot.intent
-    suggestions = _suggestions(session, decision, article.slug if article else None)
+    session.add_all([customer, bot])
     if reason:
         _escalate(session, conversation, customer, reason, bot if decision is not None else None)
     else:
