@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from app.cli import main
 from app.config import PROJECT_ROOT
 from app.db import dispose_engine, get_engine, session_scope
-from app.models import Article
+from app.models import Article, SystemState
 
 
 def sqlite_file(url: str) -> Path:
@@ -189,3 +189,25 @@ def test_database_errors_are_reported_without_a_traceback(runner, app, tmp_path)
         "database error: no such table: articles; nothing was changed, run the command again"
     )
     dispose_engine(app.config["SQLALCHEMY_DATABASE_URI"])
+
+
+def test_thousand_row_csv_with_one_bad_row_on_postgresql(runner, app, pg_url, tmp_path):
+    """The acceptance test on PostgreSQL: every row and the KB revision stay as they were."""
+    app.config["SQLALCHEMY_DATABASE_URI"] = pg_url
+    good = tmp_path / "good.csv"
+    good.write_text(csv_rows(20))
+    assert runner.invoke(main, ["kb", "import", str(good)]).exit_code == 0
+
+    def rows() -> list[tuple]:
+        with session_scope(pg_url) as session:
+            articles = session.execute(select(Article.__table__).order_by(Article.id)).all()
+            state = session.execute(select(SystemState.__table__)).all()
+        return [tuple(r) for r in [*articles, *state]]
+
+    before = rows()
+    bad = tmp_path / "articles.csv"
+    bad.write_text(csv_rows(1000, bad_row=1000))
+    result = runner.invoke(main, ["kb", "import", "--replace", str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:{2 + 2 * 999}: body is empty" in result.stderr.splitlines()
+    assert rows() == before
