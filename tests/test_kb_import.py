@@ -403,3 +403,10 @@ def test_a_file_named_twice_is_read_once(db_url, write_kb_file, tmp_path):
     folder_file = write_kb_file("kb/a.md", "# Title\n\nBody.\n")
     report = run_import(db_url, [path, path, folder_file.parent, folder_file])
     assert (report.created, report.rejected) == (3, 0)
+
+
+def test_shared_loaded_kb_fixture_imports_the_sample_articles(loaded_kb, db_url):
+    stored = articles(db_url)
+    assert sorted(stored) == sorted(loaded_kb)
+    assert all(a.body_html.startswith("<p>") and len(a.questions) == 2 for a in stored.values())
+    assert revision(db_url) == 1
