@@ -136,20 +136,19 @@ def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
     return record
 
 
-def _unique_items(items: Iterable[str], name: str, limit: int, most: int, reasons: list[str]):
-    seen: dict[str, None] = {}
-    for item in items:
-        text = _one_line(item)
-        if not text:
-            continue
+def _unique_items(
+    items: Iterable[str], name: str, limit: int, most: int, reasons: list[str]
+) -> list[str]:
+    """Items with whitespace collapsed, empty ones dropped, duplicates removed (order kept)."""
+    unique = list(dict.fromkeys(text for text in map(_one_line, items) if text))
+    for text in unique:
         if len(text) > limit:
             reasons.append(
                 f"{name} {text[:40]!r}... is {len(text)} characters; the limit is {limit}"
             )
-        seen.setdefault(text, None)
-    if len(seen) > most:
-        reasons.append(f"{len(seen)} {name}s; the limit is {most}")
-    return list(seen)
+    if len(unique) > most:
+        reasons.append(f"{len(unique)} {name}s; the limit is {most}")
+    return unique
 
 
 def _check_length(value: str | None, name: str, limit: int, reasons: list[str]) -> None:
