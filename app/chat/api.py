@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from app.chat import cors
-from app.chat.cache import AnswerCache
 from app.chat.errors import ApiError
 from app.chat.inputs import is_valid_id, parse_chat_request, parse_feedback_request
 from app.chat.openapi import openapi_document
@@ -26,7 +25,6 @@ bp.before_request(cors.handle_preflight)
 bp.after_request(cors.add_headers)
 
 _LIMITER_KEY = "tierdesk.ratelimiter"
-_CACHE_KEY = "tierdesk.answer_cache"
 # Reading a conversation (the widget polls it while a person is on the way) gets a larger
 # budget than writing: polls every few seconds must not use up the customer's messages.
 _READ_BUDGET_SCALE = 10
@@ -39,13 +37,6 @@ def _limiter() -> RateLimiter:
                               parse_limit(current_app.config["RATE_LIMIT"]))
         current_app.extensions[_LIMITER_KEY] = limiter
     return limiter
-
-
-def _answer_cache() -> AnswerCache | None:
-    if _CACHE_KEY not in current_app.extensions:
-        size = int(current_app.config.get("ANSWER_CACHE_SIZE", 0))
-        current_app.extensions[_CACHE_KEY] = AnswerCache(size) if size > 0 else None
-    return current_app.extensions[_CACHE_KEY]
 
 
 def _client() -> str:
@@ -74,7 +65,7 @@ def chat():
             raise ApiError(404, "conversation_not_found", "No conversation has this id.")
     turn = handle_message(session, engine=get_engine(), text=req.message,
                           conversation=conversation, client_key=_client(),
-                          handoff=req.handoff, cache=_answer_cache(),
+                          handoff=req.handoff,
                           relaxed_commit=bool(current_app.config.get("CHAT_RELAXED_COMMIT")))
     return jsonify(turn_payload(turn))
 

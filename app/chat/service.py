@@ -23,7 +23,6 @@ from flask import url_for
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.chat.cache import AnswerCache
 from app.chat.durability import relax_commit_durability
 from app.chat.text import asks_for_human, html_to_text
 from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id
@@ -105,29 +104,21 @@ def _suggestions(session: Session, decision: Decision | None, exclude: str | Non
 class EngineOutcome:
     decision: Decision | None
     failure: str | None = None  # why there is no decision
-    cached: bool = False
 
 
-def _ask_engine(engine, text: str, cache: AnswerCache | None) -> EngineOutcome:
-    """The engine's decision, or the reason it could not give one."""
+def _ask_engine(engine, text: str) -> EngineOutcome:
+    """The engine's decision (it caches repeated questions itself), or why there is none."""
     from app.nlp.engine import EngineNotReady
 
     if not getattr(engine, "ready", False):
         return EngineOutcome(None, REASON_MODELS_UNAVAILABLE)
-    if cache is not None:
-        hit = cache.get(engine, text)
-        if hit is not None:
-            return EngineOutcome(hit, cached=True)
     try:
-        decision = engine.answer(text)
+        return EngineOutcome(engine.answer(text))
     except EngineNotReady:
         return EngineOutcome(None, REASON_MODELS_UNAVAILABLE)
     except Exception:  # noqa: BLE001 - a broken model must not lose the customer's message
         log.exception("the engine failed on a message; handing it to a person")
         return EngineOutcome(None, REASON_ENGINE_ERROR)
-    if cache is not None:
-        cache.put(engine, text, decision)
-    return EngineOutcome(decision)
 
 
 def _escalate(session: Session, conversation: Conversation, customer: Message, reason: str,
@@ -157,7 +148,7 @@ def _escalation_reason(wants_person: bool, outcome: EngineOutcome,
 
 
 def handle_message(session: Session, *, engine, text: str, conversation: Conversation | None,
-                   client_key: str, handoff: bool, cache: AnswerCache | None = None,
+                   client_key: str, handoff: bool,
                    relaxed_commit: bool = False) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
@@ -168,7 +159,7 @@ def handle_message(session: Session, *, engine, text: str, conversation: Convers
     outcome = EngineOutcome(None)
     if handoff or not wants_person:
         # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
-        outcome = _ask_engine(engine, text, cache)
+        outcome = _ask_engine(engine, text)
     decision = outcome.decision
     proposed = decision.article if decision is not None else None
     article = _published_article(session, proposed.slug if proposed else None)
@@ -182,7 +173,7 @@ def handle_message(session: Session, *, engine, text: str, conversation: Convers
         conversation = Conversation(id=new_id(), client_key=client_key, status="open")
         session.add(conversation)
     trace = _json_safe(decision.trace) if decision is not None else {}
-    trace = {**trace, "escalation_reason": reason, "cache_hit": outcome.cached}
+    trace = {**trace, "escalation_reason": reason}
     customer = Message(id=new_id(), conversation_id=conversation.id, seq=seq, role="customer",
                        text=text, route=decision.route if decision is not None else None,
                        intent=decision.intent if decision is not None else None)
