@@ -211,3 +211,12 @@ def test_thousand_row_csv_with_one_bad_row_on_postgresql(runner, app, pg_url, tm
     assert result.exit_code == 1
     assert f"{bad}:{2 + 2 * 999}: body is empty" in result.stderr.splitlines()
     assert rows() == before
+
+
+def test_unknown_columns_are_named_so_typos_are_not_silent(runner, db_url, tmp_path):
+    path = tmp_path / "typo.csv"
+    path.write_text("Title,Body,Questoins\nCard fees,Free.,What does a card cost?\n")
+    result = runner.invoke(main, ["kb", "import", str(path)])
+    assert result.exit_code == 0
+    assert result.stderr.strip() == f"note: {path}:1: ignoring unknown column(s) Questoins"
+    assert result.stdout.strip().startswith("1 created")

@@ -31,6 +31,11 @@ def _database_url() -> str:
     return current_app.config["SQLALCHEMY_DATABASE_URI"]
 
 
+def _notes(notes: list[str]) -> None:
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+
+
 def _fail(problems: list[str], summary: str) -> None:
     for problem in problems:
         click.echo(problem, err=True)
@@ -67,9 +72,11 @@ def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
                 session, list(paths), dry_run=dry_run, replace=replace, progress=True
             )
     except ImportRejected as exc:
+        _notes(exc.report.notes)
         _fail(exc.report.problems, exc.report.summary())
     except SQLAlchemyError as exc:
         _database_error(exc)
+    _notes(report.notes)
     if dry_run:
         for action, slug in report.changes:
             click.echo(f"would {action:<9} {slug}")
@@ -109,9 +116,11 @@ def intents_import(path: Path, origin: str, dry_run: bool) -> None:
         with session_scope(_database_url()) as session:
             report = import_intent_csv(session, path, origin=origin, dry_run=dry_run)
     except IntentImportRejected as exc:
+        _notes(exc.report.notes)
         _fail(exc.report.problems, exc.report.summary())
     except SQLAlchemyError as exc:
         _database_error(exc)
+    _notes(report.notes)
     click.echo(report.summary())
 
 

@@ -43,6 +43,7 @@ class ImportReport:
     unpublished: int = 0
     rejected: int = 0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. ignored columns; not errors
     changes: list[tuple[str, str]] = field(default_factory=list)  # (action, slug)
     dry_run: bool = False
     revision: int | None = None  # the KB revision after a write, None when nothing changed
@@ -125,6 +126,7 @@ def import_paths(
     """
     report = ImportReport(dry_run=dry_run)
     prepared, problems = _validate([Path(p) for p in paths], progress)
+    report.notes = problems.notes
     if problems:
         report.problems = problems.messages
         report.rejected = len(problems.locations)

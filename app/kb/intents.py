@@ -38,6 +38,7 @@ class IntentReport:
     examples_added: int = 0
     duplicates_skipped: int = 0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     dry_run: bool = False
 
     def summary(self) -> str:
@@ -218,12 +219,13 @@ def import_intent_csv(
             problems,
             aliases={"intent": "category", "label": "category"},
             required=("text", "category"),
+            known=("text", "category"),
         )
         for row in rows:
             example = _example(row.values, display, row.line, problems)
             if example is not None:
                 examples.append(example)
-    report = IntentReport(dry_run=dry_run)
+    report = IntentReport(dry_run=dry_run, notes=problems.notes)
     if problems:
         report.problems = problems.messages
         raise IntentImportRejected(report)

@@ -30,6 +30,9 @@ from app.kb.textfiles import (
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
+# QnA Maker's export columns; the last four carry multi-turn data that has no use here.
+QNA_COLUMNS = ("question", "answer", "source", "metadata", "qnaid", "suggestedquestions",
+               "iscontextonly", "prompts")  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter
         problems,
         aliases={"answer": "body"},
         required=("title", "body"),
+        known=ARTICLE_KEYS,
         on_bytes=on_bytes,
     )
     for row in rows:
@@ -92,7 +96,13 @@ def read_qna_tsv(path: Path, display: str, problems: Problems, on_bytes: ByteCou
     groups: dict[str, SourceRow] = {}
     ungrouped: list[SourceRow] = []
     rows = csv_rows(
-        path, display, problems, delimiter="\t", required=("question", "answer"), on_bytes=on_bytes
+        path,
+        display,
+        problems,
+        delimiter="\t",
+        required=("question", "answer"),
+        known=QNA_COLUMNS,
+        on_bytes=on_bytes,
     )
     for row in rows:
         values = row.values

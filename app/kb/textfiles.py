@@ -25,10 +25,14 @@ class Problems:
 
     messages: list[str] = field(default_factory=list)
     locations: set[tuple[str, int]] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)  # worth saying, but not a reason to reject
 
     def add(self, file: str, line: int, reason: str) -> None:
         self.messages.append(f"{file}:{line}: {reason}")
         self.locations.add((file, line))
+
+    def note(self, file: str, line: int, text: str) -> None:
+        self.notes.append(f"{file}:{line}: {text}")
 
     def __bool__(self) -> bool:
         return bool(self.messages)
@@ -110,11 +114,13 @@ def csv_rows(
     delimiter: str = ",",
     aliases: dict[str, str] | None = None,
     required: tuple[str, ...] = (),
+    known: tuple[str, ...] | None = None,
     on_bytes: ByteCounter = _ignore_bytes,
 ) -> Iterator[CsvRow]:
     """Rows of a delimited file with a header, as dicts keyed by lower-case column name.
 
-    ``aliases`` maps accepted alternative names to canonical ones (``answer`` -> ``body``).
+    ``aliases`` maps accepted alternative names to canonical ones (``answer`` -> ``body``);
+    columns outside ``known`` (when given) are ignored with a note, so a typo is not silent.
     Blank lines are skipped; a record with more fields than the header is an error (usually an
     unquoted delimiter inside a value).
     """
@@ -135,6 +141,11 @@ def csv_rows(
     header = _header(header_row, display, problems, delimiter, aliases, required)
     if header is None:
         return
+    if known is not None:
+        ignored = [cell.strip() for cell, name in zip(header_row, header, strict=True)
+                   if name and name not in known]  # fmt: skip
+        if ignored:
+            problems.note(display, 1, f"ignoring unknown column(s) {', '.join(ignored)}")
     start = reader.line_num + 1
     count = 0
     while True:
