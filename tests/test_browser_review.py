@@ -1,0 +1,210 @@
+"""The human-review loop in real headless Chromium: a customer in the widget, a reviewer in the
+console, and (slow) the learning loop through ``tierdesk train``.
+
+Two browser contexts stand for two people: the customer on the demo page and the reviewer in
+the console. The app is served from a thread on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fixtures_chat import serve_app
+from fixtures_review import REVIEWER_PASSWORD, build_app
+from sqlalchemy import select
+
+from app.db import session_scope
+from app.models import Message, ReviewItem, TrainingExample
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 20_000
+# Escalated as out of scope by models trained on the tiny bank FAQ; one taught example fixes it.
+TEACHABLE_QUESTION = "where is the plastic thing you promised"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make browser-deps)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def customer(browser):
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def reviewer_page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    yield page
+    context.close()
+
+
+def _add_reviewer(db_url: str, email: str = "ana@example.com") -> str:
+    from app.review.auth import add_reviewer
+
+    with session_scope(db_url) as session:
+        add_reviewer(session, email, REVIEWER_PASSWORD)
+    return email
+
+
+def _ask(page, url: str, text: str, *, open_widget: bool = True) -> None:
+    if open_widget:
+        page.goto(url)
+        page.click("#tierdesk-launcher")
+        page.wait_for_selector("#tierdesk-panel:not([hidden])")
+    page.fill("#tierdesk-input", text)
+    page.keyboard.press("Enter")
+
+
+def _log_in(page, url: str, email: str) -> None:
+    page.goto(f"{url}/console/")
+    assert "/console/login" in page.url  # no session: the login page
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", REVIEWER_PASSWORD)
+    page.click("button:has-text('Log in')")
+    page.wait_for_selector("button:has-text('Claim next')")
+
+
+def _claim_next(page) -> None:
+    page.click("button:has-text('Claim next')")
+    page.wait_for_selector("text=You hold this item")
+
+
+def test_reviewer_claims_edits_and_the_customer_sees_the_reply(customer, reviewer_page, app,
+                                                               db_url):
+    """No models here, so every question waits for a person ("models_unavailable")."""
+    email = _add_reviewer(db_url)
+    hostile = 'card gone <script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
+    with serve_app(app) as url:
+        _ask(customer, url, hostile)
+        customer.wait_for_selector(".td-pending:not([hidden])")
+
+        _log_in(reviewer_page, url, email)
+        assert reviewer_page.text_content("#depth") == "1"
+        _claim_next(reviewer_page)
+        # The customer's message is shown as text in the console and runs nothing there.
+        question = reviewer_page.locator(".msg.customer .text").first
+        assert question.text_content() == hostile
+        assert reviewer_page.locator(".msg.customer img").count() == 0
+        reply = "Sorry about that! Your card was posted today and arrives within 3 days."
+        reviewer_page.fill("#reply-text", reply)
+        reviewer_page.click("button:has-text('Send reply')")
+        reviewer_page.wait_for_selector("text=Reply sent to the customer.")
+        assert reviewer_page.evaluate("window.__pwned") is None
+
+        agent = customer.wait_for_selector(".td-msg--agent .td-text")  # the widget polls
+        assert agent.text_content() == reply
+        customer.wait_for_selector(".td-pending", state="hidden")
+        assert customer.evaluate("window.__pwned") is None
+    with session_scope(db_url) as session:
+        [item] = session.scalars(select(ReviewItem)).all()
+        assert item.status == "resolved" and item.resolution == "reply"
+        agent_row = session.get(Message, item.reply_message_id)
+        assert agent_row.role == "agent" and agent_row.in_reply_to == item.message_id
+
+
+@pytest.fixture
+def tiny_trained_app(tmp_path, db_url, redis_client, redis_prefix):
+    """The app on the tiny bank FAQ with models trained for this test alone (it trains again,
+    so it must not share a models folder)."""
+    from fixtures_nlp import _write_tiny_content, import_content
+
+    from app.nlp.training import train_models
+
+    intents_dir, kb_dir = _write_tiny_content(tmp_path / "content")
+    import_content(db_url, intents_dir, kb_dir)
+    config = {"SQLALCHEMY_DATABASE_URI": db_url, "MODELS_DIR": tmp_path / "models",
+              "INTENTS_DIR": intents_dir, "BERT_PATH": None, "BERT_QUANTIZE": True}
+    train_models(config, progress=False)
+    app = build_app(db_url, redis_client, redis_prefix, tmp_path, LOAD_MODELS=True,
+                    MODELS_DIR=tmp_path / "models", INTENTS_DIR=intents_dir, KB_DIR=kb_dir)
+    assert app.extensions["tierdesk.engine"].ready
+    return app
+
+
+@pytest.mark.slow
+def test_teach_then_train_and_the_bot_answers(customer, reviewer_page, tiny_trained_app,
+                                              db_url):
+    """Acceptance: an unclear question waits for a person; the reviewer edits the bot's draft
+    and sends it, teaches the question to an intent; after ``tierdesk train`` the bot answers
+    the same question itself (no restart)."""
+    from app.cli import main
+
+    app = tiny_trained_app
+    engine = app.extensions["tierdesk.engine"]
+    email = _add_reviewer(db_url)
+    with serve_app(app) as url:
+        _ask(customer, url, TEACHABLE_QUESTION)
+        customer.wait_for_selector(".td-pending:not([hidden])")
+
+        _log_in(reviewer_page, url, email)
+        _claim_next(reviewer_page)
+        draft = reviewer_page.input_value("#reply-text")
+        assert draft  # the bot's proposed answer, held back for review
+        assert reviewer_page.locator(".draft h3").count() >= 1  # per-tier candidates
+        edited = draft + " I have also checked: yours was posted yesterday."
+        reviewer_page.fill("#reply-text", edited)
+        reviewer_page.click("button:has-text('Send reply')")
+        reviewer_page.wait_for_selector("text=Reply sent to the customer.")
+        agent = customer.wait_for_selector(".td-msg--agent .td-text")
+        assert agent.text_content() == edited
+
+        # Teach from the (resolved) item: the question is an example of card_arrival.
+        with session_scope(db_url) as session:
+            item_id = session.scalar(select(ReviewItem.id))
+        reviewer_page.goto(f"{url}/console/items/{item_id}")
+        teach = reviewer_page.locator("form:has(input[name=kind][value=intent])")
+        assert teach.locator("input[name=text]").input_value() == TEACHABLE_QUESTION
+        teach.locator("select[name=intent]").select_option("card_arrival")
+        teach.locator("button").click()
+        reviewer_page.wait_for_selector("text=Saved as a training example of card_arrival.")
+        reviewer_page.goto(f"{url}/console/stats")
+        assert reviewer_page.text_content("#taught-pending") == "1"
+
+        result = app.test_cli_runner().invoke(main, ["train", "--quiet"])
+        assert result.exit_code == 0, result.output
+        engine.check_for_updates(wait=True)  # what a serving process does on its next request
+        assert engine.trained_at is not None
+
+        _ask(customer, url, TEACHABLE_QUESTION, open_widget=False)
+        customer.wait_for_function(
+            "document.querySelectorAll('.td-msg--bot .td-source').length >= 1")
+        link = customer.locator(".td-msg--bot .td-source").last
+        assert link.get_attribute("href").endswith("/kb/card-arrival")
+        reviewer_page.goto(f"{url}/console/stats")
+        assert reviewer_page.text_content("#taught-pending") == "0"
+    with session_scope(db_url) as session:
+        example = session.scalar(select(TrainingExample).where(
+            TrainingExample.text == TEACHABLE_QUESTION))
+        assert example.intent == "card_arrival" and example.origin == "reviewer"
+        assert session.scalar(select(ReviewItem.status)) == "resolved"
+        answered = session.scalars(select(Message).where(
+            Message.role == "bot", Message.status == "answered")).all()
+        assert [m.article_slug for m in answered] == ["card-arrival"]
