@@ -128,11 +128,11 @@ def csv_rows(
     aliases = aliases or {}
     lines = decoded_lines(path, display, problems, on_bytes)
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
-    known = len(problems.messages)
+    reported = len(problems.messages)
     try:
         header_row = next(reader)
     except StopIteration:
-        if len(problems.messages) == known:  # not already explained (a UTF-16 file)
+        if len(problems.messages) == reported:  # not already explained (a UTF-16 file)
             problems.add(display, 1, "file is empty")
         return
     except csv.Error as exc:
