@@ -56,15 +56,24 @@ class RouterModels:
 class Router:
     def __init__(self, models: RouterModels) -> None:
         self.m = models
+        # The first article of each intent: the answer when BM25 finds no word in common with
+        # the query but FastText is sure of the intent (short queries, tiny KBs).
+        self._intent_article: dict[str, Candidate] = {}
+        for doc in getattr(models.bm25, "docs", []):
+            if doc.intent and doc.intent not in self._intent_article:
+                self._intent_article[doc.intent] = Candidate(doc.slug, doc.title, 0.0, doc.intent)
 
     # -- stages -------------------------------------------------------------------------
 
     def _head_weight(self) -> float | None:
         return getattr(self.m.bert, "head_weight", None)
 
-    def _bm25(self, query: str, ft: TierResult) -> TierResult:
+    def simple_retrieve(self, query: str, ft: TierResult) -> TierResult:
+        """BM25 restricted to FastText's top intent (boosted by its distribution)."""
         top = ft.intents[0][0] if ft.intents else None
         result = self.m.bm25.run(query, k=SUGGESTIONS + 1, intent=top, intent_probs=ft.intents)
+        if not result.candidates and top in self._intent_article:
+            result.candidates = [self._intent_article[top]]
         return result
 
     def _tier_of(self, intent: str | None) -> str:
@@ -99,7 +108,7 @@ class Router:
             timings["fasttext"] = ft.ms
         eligible = ft is not None and self._simple_eligible(ft)
         if mode == "fast" or (mode == "hybrid" and (eligible or self.m.bert is None)):
-            bm = self._bm25(query, ft)
+            bm = self.simple_retrieve(query, ft)
             stages["bm25"] = _stage(bm)
             timings["bm25"] = bm.ms
             features = simple_features(ft, bm)
@@ -113,7 +122,7 @@ class Router:
             if bert is None:
                 stages["bert"] = {"error": bert_error or self.m.bert_error or "unavailable"}
                 if bm is None:
-                    bm = self._bm25(query, ft) if ft else None
+                    bm = self.simple_retrieve(query, ft) if ft else None
                 if ft is None or bm is None:
                     decision = _empty_decision(query, "complex", "degraded")
                 else:

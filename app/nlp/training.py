@@ -313,7 +313,10 @@ def evaluate_routes(
     progress: bool = False,
 ) -> dict:
     """Run both routes on every query; ``labels`` None marks out-of-scope (never correct)."""
+    from app.nlp.router import Router, RouterModels
+
     head_weight = getattr(bert, "head_weight", None)
+    retriever = Router(RouterModels(ft, bm25, bert, CalibrationSet.untrained(), Thresholds(), {}))
     bert_results = []
     batch = 256
     for start in tqdm(
@@ -336,7 +339,7 @@ def evaluate_routes(
     for query, label, b in zip(queries, labels, bert_results, strict=True):
         f = ft.run(query, k=10)
         top = f.intents[0][0] if f.intents else None
-        m = bm25.run(query, k=4, intent=top, intent_probs=f.intents)
+        m = retriever.simple_retrieve(query, f)
         simple_answer = m.candidates[0].intent if m.candidates else None
         bert_answer = b.candidates[0].intent if b.candidates else None
         out["simple_rows"].append(simple_features(f, m))

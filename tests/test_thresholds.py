@@ -1,0 +1,91 @@
+"""Thresholds file: round trip, validation with clear errors, and the tuner's objective."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from app.nlp.thresholds import (
+    DEFAULTS,
+    Thresholds,
+    ThresholdsError,
+    ValidationOutcomes,
+    tune_thresholds,
+)
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "models" / "thresholds.json"
+    original = Thresholds(tau_fast=0.65, margin=0.2, tau_review=0.55, budget=0.12,
+                          provenance={"objective": "test"})
+    original.save(path)
+    assert Thresholds.load(path) == original
+    assert not list(path.parent.glob(".thresholds-*"))  # no temp file left behind
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "invalid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"tau_fast": 1.5}', "tau_fast must be between 0 and 1"),
+        ('{"margin": "high"}', "margin must be a number"),
+        ('{"tau_review": true}', "tau_review must be a number"),
+        ('{"tau_fats": 0.5}', "unknown key(s) tau_fats"),
+        ('{"kl_disagree": -1}', "kl_disagree must be a number >= 0"),
+    ],
+)
+def test_invalid_files_name_the_problem(tmp_path, content, message):
+    path = tmp_path / "thresholds.json"
+    path.write_text(content)
+    with pytest.raises(ThresholdsError) as info:
+        Thresholds.load(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ThresholdsError, match="no such file"):
+        Thresholds.load(tmp_path / "absent.json")
+
+
+def test_partial_file_takes_defaults(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tau_review": 0.42}))
+    loaded = Thresholds.load(path)
+    assert loaded.tau_review == 0.42
+    assert loaded.tau_fast == DEFAULTS.tau_fast
+
+
+def _outcomes(n=400, seed=0):
+    """FastText is right when its top-1 exceeds 0.6 (and says so); BERT is right 92% of
+    the time and its calibrated confidence separates its errors."""
+    rng = np.random.default_rng(seed)
+    p1 = rng.uniform(0.2, 1.0, n)
+    simple_ok = (p1 > 0.6) & (rng.uniform(size=n) < 0.99)
+    bert_ok = rng.uniform(size=n) < 0.92
+    return ValidationOutcomes(
+        ft_top=["a" if i % 2 else "b" for i in range(n)], ft_p1=p1, ft_margin=p1 - 0.1,
+        simple_correct=simple_ok, simple_conf=np.where(p1 > 0.6, 0.97, 0.3),
+        bert_correct=bert_ok, bert_conf=np.where(bert_ok, 0.9, 0.4))
+
+
+def test_tuner_respects_budget_and_prefers_fewer_bert_calls():
+    outcomes = _outcomes()
+    tiers = {0.0: {"a": "simple", "b": "simple"}}
+    chosen, f1_min, figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
+    assert figures["val_accuracy"] >= figures["best_grid_accuracy"] - 0.003 - 1e-9
+    assert figures["val_bert_share"] < 1.0  # confident FastText answers stay on the fast route
+    assert chosen.provenance["objective"].startswith("max answered_accuracy")
+    looser, _, loose_figures = tune_thresholds(outcomes, tiers, budget=0.30)
+    assert loose_figures["val_answered_accuracy"] >= figures["val_answered_accuracy"]
+
+
+def test_complex_tier_never_takes_the_simple_route():
+    outcomes = _outcomes()
+    tiers = {0.0: {"a": "complex", "b": "complex"}}
+    _, _, figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    assert figures["val_bert_share"] == 1.0
