@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from app.nlp.intent import FastTextIntent, fasttext_input, stratified_split
 from fixtures_nlp import TINY_INTENTS
+
+from app.nlp.intent import FastTextIntent, fasttext_input, stratified_split
 
 TEXTS = [t for _, (_, title, _, examples) in TINY_INTENTS.items() for t in [title, *examples]]
 LABELS = [name for name, (_, _, _, examples) in TINY_INTENTS.items() for _ in range(
