@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.nlp.normalize import STOPWORDS, normalize, stem, tokenize
 
@@ -117,3 +119,19 @@ def test_tokenize_empty_and_symbol_only() -> None:
     assert tokenize("") == []
     assert tokenize("   \n") == []
     assert tokenize("?!… 💳💳") == []
+
+
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=60))
+def test_ascii_shortcut_matches_unicode_path(text: str) -> None:
+    # A trailing no-break space forces the general path without adding a term.
+    assert tokenize(text) == tokenize(text + "\u00a0")
+    assert tokenize(text, drop_stopwords=False, stem_words=False) == tokenize(
+        text + "\u00a0", drop_stopwords=False, stem_words=False
+    )
+
+
+@settings(max_examples=500)
+@given(st.text(max_size=60))
+def test_tokenize_is_stable_under_normalize(text: str) -> None:
+    assert tokenize(normalize(text)) == tokenize(text)
+    assert normalize(normalize(text)) == normalize(text)

@@ -210,12 +210,11 @@ class _SparseField(_FieldIndex):
     @classmethod
     def build(cls, rows, row_article, n_articles, per_article, settings: _Settings):
         """Vectorised build: term ids for every token, then (row, term) pairs counted by sort."""
-        vocab: dict[str, int] = {}
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat = chain.from_iterable(rows)
-        term_of_token = np.fromiter(
-            (vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int64, count=lengths.sum()
-        )
+        flat = list(chain.from_iterable(rows))
+        vocab = {term: i for i, term in enumerate(dict.fromkeys(flat))}
+        term_of_token = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        del flat
         row_of_token = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
         n_terms = max(len(vocab), 1)
         pairs, tf = np.unique(row_of_token * n_terms + term_of_token, return_counts=True)

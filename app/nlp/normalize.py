@@ -66,8 +66,15 @@ _WHITESPACE_RE = re.compile(r"\s+")
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _CJK_RE = re.compile(f"([{_CJK}])")
 _WORD_RE = re.compile(f"[\\w{_MARK_CLASS}]+")
-# Apostrophes inside words are dropped ("don't" -> "dont", "card's" -> "cards").
-_APOSTROPHE_RE = re.compile(r"(?<=\w)['\u2019\u02bc](?=\w)")
+# Apostrophes are dropped ("don't" -> "dont", "card's" -> "cards"); elsewhere they would only
+# separate words, which the surrounding spaces or punctuation already do.
+_APOSTROPHE_TABLE = dict.fromkeys(map(ord, "'\u2019\u02bc"))
+# ASCII shortcut as a byte table: lowercase letters, every character but letters, digits and "_"
+# (the ASCII part of \w) becomes a space, apostrophes and non-space control characters vanish.
+_ASCII_TOKEN_TABLE = bytes(
+    ord(chr(c).lower()) if chr(c).isalnum() or chr(c) == "_" else ord(" ") for c in range(256)
+)
+_ASCII_TOKEN_DELETE = bytes([*range(0x00, 0x09), *range(0x0E, 0x1C), 0x7F, ord("'")])
 
 # A deliberately tiny English stop-word list: function words that never identify an article.
 # Question words and negations ("how", "why", "not") are kept, they separate intents.
@@ -86,14 +93,17 @@ def normalize(text: str) -> str:
     """Canonical form: NFKC, no control/format characters, case-folded, single spaces.
 
     Letters of every script, digits, punctuation and emoji (including ZWJ sequences and flag
-    tags) are kept; only invisible characters are dropped. Case folding is full Unicode
+    tags) are kept; only invisible characters are dropped. The result is a fixed point
+    (``normalize(normalize(x)) == normalize(x)``). Case folding is full Unicode
     lowercasing (``"Straße"`` -> ``"strasse"``), so variants of one message share a cache key.
     """
     if text.isascii():
-        text = _ASCII_CONTROL_RE.sub("", text)
+        text = _ASCII_CONTROL_RE.sub("", text).lower()
     else:
-        text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text))
-    return _WHITESPACE_RE.sub(" ", text.casefold()).strip()
+        # NFKC again after case folding, which can leave a few characters unnormalised.
+        text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text)).casefold()
+        text = unicodedata.normalize("NFKC", text)
+    return _WHITESPACE_RE.sub(" ", text).strip()
 
 
 @lru_cache(maxsize=65536)
@@ -125,20 +135,44 @@ def stem(word: str) -> str:
     return word
 
 
+class _TermCache(dict):
+    """word -> BM25 term ("" for a stop word), filled on first sight; bounded in size."""
+
+    MAX_SIZE = 200_000
+
+    def __init__(self, stem_words: bool, drop_stopwords: bool) -> None:
+        super().__init__()
+        self.stem_words = stem_words
+        self.drop_stopwords = drop_stopwords
+
+    def __missing__(self, word: str) -> str:
+        if self.drop_stopwords and word in STOPWORDS:
+            term = ""
+        else:
+            term = stem(word) if self.stem_words else word
+        if len(self) >= self.MAX_SIZE:
+            self.clear()
+        self[word] = term
+        return term
+
+
+_TERM_CACHES = {(s, d): _TermCache(s, d) for s in (False, True) for d in (False, True)}
+
+
 def tokenize(
     text: str, *, stem_words: bool = DEFAULT_STEM, drop_stopwords: bool = DEFAULT_DROP_STOPWORDS
 ) -> list[str]:
     """BM25 terms: words of ``normalize(text)``, CJK characters one by one, optionally stemmed.
 
-    Punctuation and emoji separate words and are not terms themselves.
+    Punctuation and emoji separate words and are not terms themselves; apostrophes are dropped
+    ("can't" -> "cant"). Plain ASCII text takes a shortcut with the same result.
     """
-    text = normalize(text)
-    if not text.isascii():
-        text = _CJK_RE.sub(r" \1 ", text)
-    text = _APOSTROPHE_RE.sub("", text)
-    words = _WORD_RE.findall(text)
-    if drop_stopwords:
-        words = [w for w in words if w not in STOPWORDS]
-    if stem_words:
-        words = [stem(w) for w in words]
-    return words
+    if text.isascii():
+        raw = text.encode("ascii").translate(_ASCII_TOKEN_TABLE, _ASCII_TOKEN_DELETE)
+        words = raw.decode("ascii").split()
+    else:
+        text = _CJK_RE.sub(r" \1 ", normalize(text)).translate(_APOSTROPHE_TABLE)
+        words = _WORD_RE.findall(text)
+    if not (stem_words or drop_stopwords):
+        return words
+    return list(filter(None, map(_TERM_CACHES[stem_words, drop_stopwords].__getitem__, words)))
