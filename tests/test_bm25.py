@@ -303,3 +303,15 @@ def test_bad_articles_raise() -> None:
         BM25Retriever([BM25Doc("x", "One"), BM25Doc("x", "Two")])
     with pytest.raises(ValueError, match="without a slug"):
         BM25Retriever([BM25Doc("", "Nameless")])
+
+
+def test_load_errors_are_clear(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError):
+        BM25Retriever.load(tmp_path / "missing.npz")
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not an index at all")
+    with pytest.raises(ValueError, match="not a usable BM25 index"):
+        BM25Retriever.load(garbage)
+    np.savez(tmp_path / "other.npz", meta=np.zeros(3, dtype=np.uint8))
+    with pytest.raises(ValueError, match="not a usable BM25 index"):
+        BM25Retriever.load(tmp_path / "other.npz")
