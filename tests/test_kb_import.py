@@ -410,3 +410,17 @@ def test_shared_loaded_kb_fixture_imports_the_sample_articles(loaded_kb, db_url)
     assert sorted(stored) == sorted(loaded_kb)
     assert all(a.body_html.startswith("<p>") and len(a.questions) == 2 for a in stored.values())
     assert revision(db_url) == 1
+
+
+def test_a_thousand_articles_twice_on_every_backend(any_db_url, write_kb_file):
+    """Big enough to take the bulk path (executemany batches, statistics refresh)."""
+    lines = [
+        json.dumps({"title": f"Question {n}", "body": f"Answer **{n}**.", "tags": [f"t{n % 5}"]})
+        for n in range(1000)
+    ]
+    path = write_kb_file("many.jsonl", "\n".join(lines) + "\n")
+    first = run_import(any_db_url, [path])
+    assert (first.created, first.unchanged) == (1000, 0)
+    second = run_import(any_db_url, [path])
+    assert (second.created, second.updated, second.unchanged) == (0, 0, 1000)
+    assert articles(any_db_url)["question-999"].body_html == "<p>Answer <strong>999</strong>.</p>"

@@ -24,6 +24,7 @@ from app.kb.store import (
     change_of,
     find_existing,
     insert_articles,
+    refresh_statistics,
     unpublish_articles,
     update_articles,
 )
@@ -33,6 +34,8 @@ from app.state import KB_REVISION, bump_revision
 
 # Progress bars appear when the input is at least this large (small imports stay quiet).
 PROGRESS_MIN_BYTES = 1024 * 1024
+# Imports writing at least this many rows refresh the planner statistics (PostgreSQL).
+ANALYZE_MIN_ROWS = 1000
 
 
 @dataclass
@@ -156,5 +159,7 @@ def import_paths(
         insert_articles(session, creates, on_row=bar.update)
         update_articles(session, updates, on_row=bar.update)
     unpublish_articles(session, [id_ for _, id_ in absent])
+    if len(creates) + len(updates) >= ANALYZE_MIN_ROWS:
+        refresh_statistics(session)
     report.revision = bump_revision(session, KB_REVISION)
     return report
