@@ -44,14 +44,26 @@ SAMPLE_TRACE = {
         },
         "bm25": {
             "tier": "bm25",
-            "candidates": [{"slug": "card-arrival", "title": "Where is my new card?",
-                            "score": 7.25, "intent": "card_arrival"}],
+            "candidates": [
+                {
+                    "slug": "card-arrival",
+                    "title": "Where is my new card?",
+                    "score": 7.25,
+                    "intent": "card_arrival",
+                }
+            ],
         },
         "bert": {
             "tier": "bert",
             "intents": [["card_arrival", 0.47], ["lost_or_stolen_card", 0.22]],
-            "candidates": [{"slug": "card-arrival", "title": "Where is my new card?",
-                            "score": 0.81, "intent": "card_arrival"}],
+            "candidates": [
+                {
+                    "slug": "card-arrival",
+                    "title": "Where is my new card?",
+                    "score": 0.81,
+                    "intent": "card_arrival",
+                }
+            ],
             "ms": 9.5,
         },
     },
@@ -75,8 +87,9 @@ class OwnRedis:
         self.generation += 1
         # A fresh data file each time: a restart without persistence, the worst case.
         path = self.folder / f"redis-{self.generation}.rdb"
-        self.server = LiteRedis(str(path), serverconfig={"port": str(self.port),
-                                                         "bind": "127.0.0.1"})
+        self.server = LiteRedis(
+            str(path), serverconfig={"port": str(self.port), "bind": "127.0.0.1"}
+        )
 
     def stop(self) -> None:
         """SHUTDOWN NOSAVE, then wait until the port refuses connections.
@@ -102,9 +115,14 @@ class OwnRedis:
 
     def client(self) -> redis.Redis:
         # No retries: redis-py's default backs off for seconds on a refused connection.
-        return redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True,
-                           socket_connect_timeout=1, socket_timeout=2,
-                           retry=Retry(NoBackoff(), 0))
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            decode_responses=True,
+            socket_connect_timeout=1,
+            socket_timeout=2,
+            retry=Retry(NoBackoff(), 0),
+        )
 
 
 def _free_port() -> int:
@@ -124,9 +142,15 @@ def build_app(db_url: str, client: redis.Redis, prefix: str, tmp_path: Path, **e
     from app import create_app
 
     config = {
-        "TESTING": True, "SQLALCHEMY_DATABASE_URI": db_url, "REDIS_CLIENT": client,
-        "REDIS_PREFIX": prefix, "VAR_DIR": tmp_path / "var", "MODELS_DIR": tmp_path / "models",
-        "LOAD_MODELS": False, "SECRET_KEY": "test-secret", "RATE_LIMIT": "off",
+        "TESTING": True,
+        "SQLALCHEMY_DATABASE_URI": db_url,
+        "REDIS_CLIENT": client,
+        "REDIS_PREFIX": prefix,
+        "VAR_DIR": tmp_path / "var",
+        "MODELS_DIR": tmp_path / "models",
+        "LOAD_MODELS": False,
+        "SECRET_KEY": "test-secret",
+        "RATE_LIMIT": "off",
     }
     config.update(extra)
     return create_app(config)
@@ -156,10 +180,17 @@ def reviewer(make_reviewer) -> ReviewerAccount:
     return make_reviewer()
 
 
-def escalate_in(app, text: str = "my card never came", *, reason: str = "below_threshold",
-                route: str | None = "complex", intent: str | None = "card_arrival",
-                draft_text: str | None = "Cards arrive within 5 working days.",
-                trace: dict | None = None, conversation_id: str | None = None) -> int:
+def escalate_in(
+    app,
+    text: str = "my card never came",
+    *,
+    reason: str = "below_threshold",
+    route: str | None = "complex",
+    intent: str | None = "card_arrival",
+    draft_text: str | None = "Cards arrive within 5 working days.",
+    trace: dict | None = None,
+    conversation_id: str | None = None,
+) -> int:
     """Escalate a new customer message in ``app`` (a new conversation unless one is given)."""
     from app.review.service import escalate
 
@@ -171,21 +202,42 @@ def escalate_in(app, text: str = "my card never came", *, reason: str = "below_t
         else:
             conversation = session.get(Conversation, conversation_id)
         seq = len(conversation.messages)
-        customer = Message(conversation_id=conversation.id, seq=seq, role="customer", text=text,
-                           route=route, intent=intent)
+        customer = Message(
+            conversation_id=conversation.id,
+            seq=seq,
+            role="customer",
+            text=text,
+            route=route,
+            intent=intent,
+        )
         session.add(customer)
         session.flush()
         draft = None
         if draft_text is not None:
-            draft = Message(conversation_id=conversation.id, seq=seq + 1, role="bot",
-                            in_reply_to=customer.id, status="pending_review", text=draft_text,
-                            route=route, intent=intent, confidence=0.41,
-                            article_slug="card-arrival",
-                            trace=SAMPLE_TRACE if trace is None else trace)
+            draft = Message(
+                conversation_id=conversation.id,
+                seq=seq + 1,
+                role="bot",
+                in_reply_to=customer.id,
+                status="pending_review",
+                text=draft_text,
+                route=route,
+                intent=intent,
+                confidence=0.41,
+                article_slug="card-arrival",
+                trace=SAMPLE_TRACE if trace is None else trace,
+            )
             session.add(draft)
             session.flush()
-        item = escalate(session, conversation=conversation, message=customer, reason=reason,
-                        draft_message=draft, intent=intent, route=route)
+        item = escalate(
+            session,
+            conversation=conversation,
+            message=customer,
+            reason=reason,
+            draft_message=draft,
+            intent=intent,
+            route=route,
+        )
         return item.id
 
 
@@ -222,8 +274,9 @@ def csrf_from(html: str) -> str:
 def login(client, email: str, password: str):
     page = client.get("/console/login")
     token = csrf_from(page.get_data(as_text=True))
-    return client.post("/console/login", data={"csrf_token": token, "email": email,
-                                               "password": password})
+    return client.post(
+        "/console/login", data={"csrf_token": token, "email": email, "password": password}
+    )
 
 
 @pytest.fixture

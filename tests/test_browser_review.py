@@ -42,8 +42,9 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
         yield browser
         browser.close()
 
@@ -97,8 +98,9 @@ def _claim_next(page) -> None:
     page.wait_for_selector("text=You hold this item")
 
 
-def test_reviewer_claims_edits_and_the_customer_sees_the_reply(customer, reviewer_page, app,
-                                                               db_url):
+def test_reviewer_claims_edits_and_the_customer_sees_the_reply(
+    customer, reviewer_page, app, db_url
+):
     """No models here, so every question waits for a person ("models_unavailable")."""
     email = _add_reviewer(db_url)
     hostile = 'card gone <script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
@@ -140,18 +142,30 @@ def tiny_trained_app(tmp_path, db_url, redis_client, redis_prefix):
 
     intents_dir, kb_dir = _write_tiny_content(tmp_path / "content")
     import_content(db_url, intents_dir, kb_dir)
-    config = {"SQLALCHEMY_DATABASE_URI": db_url, "MODELS_DIR": tmp_path / "models",
-              "INTENTS_DIR": intents_dir, "BERT_PATH": None, "BERT_QUANTIZE": True}
+    config = {
+        "SQLALCHEMY_DATABASE_URI": db_url,
+        "MODELS_DIR": tmp_path / "models",
+        "INTENTS_DIR": intents_dir,
+        "BERT_PATH": None,
+        "BERT_QUANTIZE": True,
+    }
     train_models(config, progress=False)
-    app = build_app(db_url, redis_client, redis_prefix, tmp_path, LOAD_MODELS=True,
-                    MODELS_DIR=tmp_path / "models", INTENTS_DIR=intents_dir, KB_DIR=kb_dir)
+    app = build_app(
+        db_url,
+        redis_client,
+        redis_prefix,
+        tmp_path,
+        LOAD_MODELS=True,
+        MODELS_DIR=tmp_path / "models",
+        INTENTS_DIR=intents_dir,
+        KB_DIR=kb_dir,
+    )
     assert app.extensions["tierdesk.engine"].ready
     return app
 
 
 @pytest.mark.slow
-def test_teach_then_train_and_the_bot_answers(customer, reviewer_page, tiny_trained_app,
-                                              db_url):
+def test_teach_then_train_and_the_bot_answers(customer, reviewer_page, tiny_trained_app, db_url):
     """Acceptance: an unclear question waits for a person; the reviewer edits the bot's draft
     and sends it, teaches the question to an intent; after ``tierdesk train`` the bot answers
     the same question itself (no restart)."""
@@ -195,16 +209,19 @@ def test_teach_then_train_and_the_bot_answers(customer, reviewer_page, tiny_trai
 
         _ask(customer, url, TEACHABLE_QUESTION, open_widget=False)
         customer.wait_for_function(
-            "document.querySelectorAll('.td-msg--bot .td-source').length >= 1")
+            "document.querySelectorAll('.td-msg--bot .td-source').length >= 1"
+        )
         link = customer.locator(".td-msg--bot .td-source").last
         assert link.get_attribute("href").endswith("/kb/card-arrival")
         reviewer_page.goto(f"{url}/console/stats")
         assert reviewer_page.text_content("#taught-pending") == "0"
     with session_scope(db_url) as session:
-        example = session.scalar(select(TrainingExample).where(
-            TrainingExample.text == TEACHABLE_QUESTION))
+        example = session.scalar(
+            select(TrainingExample).where(TrainingExample.text == TEACHABLE_QUESTION)
+        )
         assert example.intent == "card_arrival" and example.origin == "reviewer"
         assert session.scalar(select(ReviewItem.status)) == "resolved"
-        answered = session.scalars(select(Message).where(
-            Message.role == "bot", Message.status == "answered")).all()
+        answered = session.scalars(
+            select(Message).where(Message.role == "bot", Message.status == "answered")
+        ).all()
         assert [m.article_slug for m in answered] == ["card-arrival"]

@@ -16,8 +16,11 @@ STATS_KEYS = {"pending", "claimed", "resolved", "queued_in_redis", "oldest_pendi
 
 
 def test_reviewer_add_from_stdin_then_login(app, runner):
-    result = runner.invoke(main, args=["reviewer", "add", "Dee@Example.com", "--password-stdin"],
-                           input="a long passphrase\n")
+    result = runner.invoke(
+        main,
+        args=["reviewer", "add", "Dee@Example.com", "--password-stdin"],
+        input="a long passphrase\n",
+    )
     assert result.exit_code == 0, result.output
     assert "reviewer dee@example.com added" in result.output
     client = app.test_client()
@@ -25,45 +28,66 @@ def test_reviewer_add_from_stdin_then_login(app, runner):
 
 
 def test_reviewer_add_prompts_twice(app, runner):
-    mismatch = runner.invoke(main, args=["reviewer", "add", "eve@example.com"],
-                             input="first password\nsecond password\n")
+    mismatch = runner.invoke(
+        main, args=["reviewer", "add", "eve@example.com"], input="first password\nsecond password\n"
+    )
     assert mismatch.exit_code != 0
     with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
         assert session.scalar(select(Reviewer)) is None
-    ok = runner.invoke(main, args=["reviewer", "add", "eve@example.com"],
-                       input="same password\nsame password\n")
+    ok = runner.invoke(
+        main, args=["reviewer", "add", "eve@example.com"], input="same password\nsame password\n"
+    )
     assert ok.exit_code == 0, ok.output
 
 
 def test_reviewer_add_rejects_bad_input(runner):
-    short = runner.invoke(main, args=["reviewer", "add", "f@example.com", "--password-stdin"],
-                          input="short\n")
+    short = runner.invoke(
+        main, args=["reviewer", "add", "f@example.com", "--password-stdin"], input="short\n"
+    )
     assert short.exit_code == 1 and "at least 8 characters" in short.output
-    bad = runner.invoke(main, args=["reviewer", "add", "not-an-email", "--password-stdin"],
-                        input="long enough pw\n")
+    bad = runner.invoke(
+        main, args=["reviewer", "add", "not-an-email", "--password-stdin"], input="long enough pw\n"
+    )
     assert bad.exit_code == 1 and "not an e-mail address" in bad.output
-    runner.invoke(main, args=["reviewer", "add", "g@example.com", "--password-stdin"],
-                  input="long enough pw\n")
-    again = runner.invoke(main, args=["reviewer", "add", "g@example.com", "--password-stdin"],
-                          input="another long pw\n")
+    runner.invoke(
+        main,
+        args=["reviewer", "add", "g@example.com", "--password-stdin"],
+        input="long enough pw\n",
+    )
+    again = runner.invoke(
+        main,
+        args=["reviewer", "add", "g@example.com", "--password-stdin"],
+        input="another long pw\n",
+    )
     assert again.exit_code == 1 and "exists" in again.output
-    reset = runner.invoke(main, args=["reviewer", "add", "g@example.com", "--password-stdin",
-                                "--reset"], input="another long pw\n")
+    reset = runner.invoke(
+        main,
+        args=["reviewer", "add", "g@example.com", "--password-stdin", "--reset"],
+        input="another long pw\n",
+    )
     assert reset.exit_code == 0 and "updated" in reset.output
 
 
 def test_reviewer_list(runner):
     assert "no reviewers yet" in runner.invoke(main, args=["reviewer", "list"]).output
-    runner.invoke(main, args=["reviewer", "add", "h@example.com", "--password-stdin"],
-                  input="long enough pw\n")
+    runner.invoke(
+        main,
+        args=["reviewer", "add", "h@example.com", "--password-stdin"],
+        input="long enough pw\n",
+    )
     output = runner.invoke(main, args=["reviewer", "list"]).output
     assert output.startswith("h@example.com\tactive") and "last login never" in output
 
 
 def test_review_stats_json(app, runner, redis_client):
     empty = json.loads(runner.invoke(main, args=["review", "stats", "--json"]).output)
-    assert empty == {"pending": 0, "claimed": 0, "resolved": 0, "queued_in_redis": 0,
-                     "oldest_pending_age_s": None}
+    assert empty == {
+        "pending": 0,
+        "claimed": 0,
+        "resolved": 0,
+        "queued_in_redis": 0,
+        "oldest_pending_age_s": None,
+    }
 
     db_url = app.config["SQLALCHEMY_DATABASE_URI"]
     ids = [escalate_in(app, f"q{i}") for i in range(4)]
@@ -72,13 +96,30 @@ def test_review_stats_json(app, runner, redis_client):
         session.add(reviewer)
         session.flush()
         now = utcnow()
-        session.execute(update(ReviewItem).where(ReviewItem.id == ids[0]).values(
-            status="resolved", resolved_at=now))
-        session.execute(update(ReviewItem).where(ReviewItem.id == ids[1]).values(
-            status="claimed", claimed_by=reviewer.id, lease_expires_at=now + timedelta(minutes=5)))
-        session.execute(update(ReviewItem).where(ReviewItem.id == ids[2]).values(
-            status="claimed", claimed_by=reviewer.id, lease_expires_at=now - timedelta(minutes=1),
-            created_at=now - timedelta(minutes=10)))
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == ids[0])
+            .values(status="resolved", resolved_at=now)
+        )
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == ids[1])
+            .values(
+                status="claimed",
+                claimed_by=reviewer.id,
+                lease_expires_at=now + timedelta(minutes=5),
+            )
+        )
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == ids[2])
+            .values(
+                status="claimed",
+                claimed_by=reviewer.id,
+                lease_expires_at=now - timedelta(minutes=1),
+                created_at=now - timedelta(minutes=10),
+            )
+        )
     result = runner.invoke(main, args=["review", "stats", "--json"])
     stats = json.loads(result.output)
     assert set(stats) == STATS_KEYS

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 import redis
-from fixtures_review import escalate_in, item_row, build_app
+from fixtures_review import build_app, escalate_in, item_row
 from sqlalchemy import func, insert, select, update
 
 from app import metrics
@@ -39,14 +39,26 @@ def _bulk_items(db_url: str, n: int) -> list[int]:
         conversations = [Conversation(status="pending_review") for _ in range(n)]
         session.add_all(conversations)
         session.flush()
-        messages = [Message(conversation_id=c.id, seq=0, role="customer", text=f"question {i}")
-                    for i, c in enumerate(conversations)]
+        messages = [
+            Message(conversation_id=c.id, seq=0, role="customer", text=f"question {i}")
+            for i, c in enumerate(conversations)
+        ]
         session.add_all(messages)
         session.flush()
-        session.execute(insert(ReviewItem), [
-            {"conversation_id": m.conversation_id, "message_id": m.id, "reason": "ambiguous",
-             "status": "pending", "priority": 0, "created_at": utcnow()} for m in messages
-        ])
+        session.execute(
+            insert(ReviewItem),
+            [
+                {
+                    "conversation_id": m.conversation_id,
+                    "message_id": m.id,
+                    "reason": "ambiguous",
+                    "status": "pending",
+                    "priority": 0,
+                    "created_at": utcnow(),
+                }
+                for m in messages
+            ],
+        )
         return list(session.scalars(select(ReviewItem.id).order_by(ReviewItem.id)))
 
 
@@ -75,8 +87,12 @@ def test_same_message_escalated_twice_makes_one_item(app):
     item_id = escalate_in(app)
     row = item_row(app, item_id)
     with app.app_context(), session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
-        again = escalate(session, conversation=row.conversation_id, message=row.message_id,
-                         reason="asked_for_human")
+        again = escalate(
+            session,
+            conversation=row.conversation_id,
+            message=row.message_id,
+            reason="asked_for_human",
+        )
         assert again.id == item_id
         assert session.scalar(select(func.count(ReviewItem.id))) == 1
 
@@ -85,11 +101,17 @@ def test_priority_and_age_order_the_queue(app):
     db_url = app.config["SQLALCHEMY_DATABASE_URI"]
     (reviewer,) = _reviewers(db_url, 1)
     routine = escalate_in(app, "what is the fee", route="simple", intent=None)
-    urgent = escalate_in(app, "dispute this charge", route="complex", intent=None,
-                         reason="asked_for_human")
+    urgent = escalate_in(
+        app, "dispute this charge", route="complex", intent=None, reason="asked_for_human"
+    )
     # A customer who asks a second time in the same conversation also gains a point.
-    again = escalate_in(app, "second try", route="simple", intent=None,
-                        conversation_id=item_row(app, routine).conversation_id)
+    again = escalate_in(
+        app,
+        "second try",
+        route="simple",
+        intent=None,
+        conversation_id=item_row(app, routine).conversation_id,
+    )
     assert item_row(app, urgent).priority == 2
     assert item_row(app, again).priority == 1
     assert item_row(app, routine).priority == 0
@@ -98,11 +120,13 @@ def test_priority_and_age_order_the_queue(app):
 
     # Age wins in the end: a routine item that waited long enough goes before a fresh urgent one.
     old = escalate_in(app, "old routine", route="simple", intent=None)
-    fresh = escalate_in(app, "fresh urgent", route="complex", intent=None,
-                        reason="asked_for_human")
+    fresh = escalate_in(app, "fresh urgent", route="complex", intent=None, reason="asked_for_human")
     with session_scope(db_url) as session:
-        session.execute(update(ReviewItem).where(ReviewItem.id == old).values(
-            created_at=utcnow() - timedelta(seconds=3 * queue.priority_step_seconds)))
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == old)
+            .values(created_at=utcnow() - timedelta(seconds=3 * queue.priority_step_seconds))
+        )
     queue.client.delete(queue.queue_key)
     queue.reconcile()
     assert _claim_all(queue, reviewer) == [old, fresh]
@@ -111,8 +135,9 @@ def test_priority_and_age_order_the_queue(app):
 def test_claim_filters_by_intent_route_and_reason(app):
     (reviewer,) = _reviewers(app.config["SQLALCHEMY_DATABASE_URI"], 1)
     card = escalate_in(app, "card?", route="simple", intent="card_arrival")
-    refund = escalate_in(app, "refund?", route="complex", intent="request_refund",
-                         reason="tiers_disagree")
+    refund = escalate_in(
+        app, "refund?", route="complex", intent="request_refund", reason="tiers_disagree"
+    )
     queue = _queue(app)
     assert queue.claim_next(reviewer, intent="nope") is None
     assert queue.claim_next(reviewer, reason="tiers_disagree").item_id == refund
@@ -142,8 +167,9 @@ def test_thousand_escalations_survive_flushall_and_restart(tmp_path, db_url, own
 
 
 @pytest.mark.parametrize("n_items,n_claimers", [(500, 8)])
-def test_concurrent_claimers_each_item_once(any_db_url, redis_url, redis_prefix, redis_client,
-                                            n_items, n_claimers):
+def test_concurrent_claimers_each_item_once(
+    any_db_url, redis_url, redis_prefix, redis_client, n_items, n_claimers
+):
     """Acceptance: 8 threads, each with its own Redis client, claim 500 items: once each."""
     ids = _bulk_items(any_db_url, n_items)
     reviewers = _reviewers(any_db_url, n_claimers)
@@ -204,8 +230,11 @@ def test_reconcile_releases_expired_claims_and_restores_live_leases(app, redis_c
     queue = _queue(app)
     assert {queue.claim_next(holder).item_id, queue.claim_next(holder).item_id} == {live, expired}
     with session_scope(db_url) as session:
-        session.execute(update(ReviewItem).where(ReviewItem.id == expired).values(
-            lease_expires_at=utcnow() - timedelta(seconds=5)))
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == expired)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=5))
+        )
     for key in (queue.queue_key, queue.leases_key, queue.holders_key, queue.meta_key):
         redis_client.delete(key)  # as if Redis lost everything
 
@@ -223,8 +252,11 @@ def test_stale_ids_are_dropped(app, redis_client):
     (reviewer,) = _reviewers(db_url, 1)
     done, waiting = escalate_in(app, "done"), escalate_in(app, "waiting")
     with session_scope(db_url) as session:  # resolved behind Redis' back
-        session.execute(update(ReviewItem).where(ReviewItem.id == done).values(
-            status="resolved", resolved_at=utcnow()))
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == done)
+            .values(status="resolved", resolved_at=utcnow())
+        )
     queue = _queue(app)
     redis_client.zadd(queue.queue_key, {"999999": 0})  # an id with no row at all
     assert queue.claim_next(reviewer).item_id == waiting  # skipped the closed and unknown ones
@@ -253,8 +285,10 @@ def test_redis_outage_loses_nothing(tmp_path, db_url, own_redis):
     own_redis.stop()
     during = [escalate_in(app, f"during {i}") for i in range(20)]  # must not raise
     with session_scope(db_url) as session:
-        assert session.scalar(select(func.count(ReviewItem.id)).where(
-            ReviewItem.status == "pending")) == 30
+        assert (
+            session.scalar(select(func.count(ReviewItem.id)).where(ReviewItem.status == "pending"))
+            == 30
+        )
     queue = _queue(app)
     assert queue.depth() is None
     assert queue.reconcile().redis_ok is False
@@ -296,3 +330,29 @@ def test_building_the_queue_does_not_touch_redis(db_url):
 
     queue = ReviewQueue(Untouchable(), "p:", db_url, lease_seconds=10)  # type: ignore[arg-type]
     assert queue.queue_key == "p:review:queue"
+
+
+def test_serving_process_starts_the_reconciler_on_its_first_request(
+    tmp_path, db_url, redis_client, redis_prefix
+):
+    from app.review.console import RECONCILER_KEY
+
+    app = build_app(
+        db_url, redis_client, redis_prefix, tmp_path, TESTING=False, RECONCILE_INTERVAL_SECONDS=1
+    )
+    item_id = escalate_in(app)
+    queue = _queue(app)
+    redis_client.delete(queue.queue_key)
+    assert RECONCILER_KEY not in app.extensions  # not at construction (CLI, pre-fork master)
+    app.test_client().get("/healthz")
+    reconciler = app.extensions[RECONCILER_KEY]
+    try:
+        assert reconciler.alive
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and queue.queued_ids() != [item_id]:
+            time.sleep(0.05)
+        assert queue.queued_ids() == [item_id]
+        app.test_client().get("/healthz")
+        assert app.extensions[RECONCILER_KEY] is reconciler  # one per process
+    finally:
+        reconciler.stop()

@@ -14,10 +14,17 @@ from app.review.trace import read_trace
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.sampled_from(["tier", "intents", "candidates", "slug", "score", "x",
-                                       "stages", "name"]) | st.text(max_size=8),
-                      children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.sampled_from(
+                ["tier", "intents", "candidates", "slug", "score", "x", "stages", "name"]
+            )
+            | st.text(max_size=8),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=30,
 )
 
@@ -35,8 +42,13 @@ def test_sample_trace_tiers():
 def test_tier_result_shapes_are_understood():
     from app.nlp.types import Candidate, TierResult
 
-    result = TierResult(tier="bm25", intents=[("a", 0.9)],
-                        candidates=[Candidate("s", "T", 3.5, "a")], confidence=0.7, ms=1.2)
+    result = TierResult(
+        tier="bm25",
+        intents=[("a", 0.9)],
+        candidates=[Candidate("s", "T", 3.5, "a")],
+        confidence=0.7,
+        ms=1.2,
+    )
     view = read_trace({"tiers": [result.to_dict()]})
     assert view.tiers[0].name == "bm25" and view.tiers[0].candidates[0]["title"] == "T"
     assert view.tiers[0].details["confidence"] == "0.7"
@@ -53,8 +65,11 @@ def test_any_json_trace_is_read_without_error(trace):
 
 def test_depth_over_time_sweep():
     t0 = datetime(2026, 1, 1)
-    spans = [(t0, t0 + timedelta(hours=2)), (t0 + timedelta(hours=1), None),
-             (t0 + timedelta(hours=3), t0 + timedelta(hours=4))]
+    spans = [
+        (t0, t0 + timedelta(hours=2)),
+        (t0 + timedelta(hours=1), None),
+        (t0 + timedelta(hours=3), t0 + timedelta(hours=4)),
+    ]
     series = depth_over_time(spans, t0, t0 + timedelta(hours=4), points=5)
     assert [d for _, d in series] == [1, 2, 1, 2, 1]
 
@@ -80,6 +95,7 @@ def test_model_trained_at_from_engine_or_metadata(tmp_path):
     for version, moment in (("v1", "2026-07-01T00:00:00Z"), ("v2", "2026-08-01T00:00:00Z")):
         (tmp_path / "versions" / version).mkdir(parents=True)
         (tmp_path / "versions" / version / "manifest.json").write_text(
-            f'{{"trained_at": "{moment}"}}')
+            f'{{"trained_at": "{moment}"}}'
+        )
     (tmp_path / "current").write_text('{"version": "v1"}')
     assert model_trained_at(object(), tmp_path) == datetime(2026, 7, 1)

@@ -66,8 +66,9 @@ def add_reviewer(session: Session, email: str, password: str, *, reset: bool = F
     validate_password(password)
     reviewer = session.scalar(select(Reviewer).where(Reviewer.email == email))
     if reviewer is not None and not reset:
-        raise AccountError(f"a reviewer with the e-mail {email} exists (use --reset to set "
-                           "a new password)")
+        raise AccountError(
+            f"a reviewer with the e-mail {email} exists (use --reset to set a new password)"
+        )
     if reviewer is None:
         reviewer = Reviewer(email=email, password_hash="")
         session.add(reviewer)
@@ -104,8 +105,11 @@ def check_csrf() -> None:
     expected = session.get(SESSION_CSRF)
     sent = request.form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER) or ""
     if not expected or not hmac.compare_digest(expected.encode(), sent.encode()):
-        abort(400, description="The form was missing its security token or it expired. "
-                               "Reload the page and try again.")
+        abort(
+            400,
+            description="The form was missing its security token or it expired. "
+            "Reload the page and try again.",
+        )
 
 
 # -- login rate limiting -------------------------------------------------------------------------
@@ -114,8 +118,9 @@ def check_csrf() -> None:
 class LoginLimiter:
     """Counts failed logins per (client IP, e-mail) within a sliding-from-first-failure window."""
 
-    def __init__(self, client: redis.Redis, prefix: str, max_failures: int,
-                 window_seconds: int) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str, max_failures: int, window_seconds: int
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.max_failures = max_failures

@@ -29,8 +29,11 @@ def _read_password(from_stdin: bool) -> str:
 
 @reviewer_group.command("add")
 @click.argument("email")
-@click.option("--password-stdin", is_flag=True,
-              help="Read the password from the first line of standard input (for scripts).")
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the password from the first line of standard input (for scripts).",
+)
 @click.option("--reset", is_flag=True, help="Set a new password for an existing reviewer.")
 def reviewer_add(email: str, password_stdin: bool, reset: bool) -> None:
     """Create a reviewer account; the password is prompted twice (or read from stdin)."""
@@ -75,7 +78,9 @@ def review_stats(as_json: bool) -> None:
         click.echo(json.dumps(counts))
         return
     for key, value in counts.items():
-        click.echo(f"{key}: {'unavailable' if value is None and key == 'queued_in_redis' else value}")
+        click.echo(
+            f"{key}: {'unavailable' if value is None and key == 'queued_in_redis' else value}"
+        )
 
 
 @review_group.command("reconcile")

@@ -96,17 +96,24 @@ def _safe_next(target: str | None) -> str:
     """Only same-site console paths are followed after login (no open redirect)."""
     if target:
         parts = urlsplit(target)
-        if not parts.scheme and not parts.netloc and parts.path.startswith("/console/") \
-                and not target.startswith("//"):
+        if (
+            not parts.scheme
+            and not parts.netloc
+            and parts.path.startswith("/console/")
+            and not target.startswith("//")
+        ):
             return target.rstrip("?")
     return url_for("console.queue")
 
 
 def _limiter() -> auth.LoginLimiter:
     config = current_app.config
-    return auth.LoginLimiter(get_redis(), config["REDIS_PREFIX"],
-                             config.get("LOGIN_MAX_FAILURES", 5),
-                             config.get("LOGIN_WINDOW_SECONDS", 900))
+    return auth.LoginLimiter(
+        get_redis(),
+        config["REDIS_PREFIX"],
+        config.get("LOGIN_MAX_FAILURES", 5),
+        config.get("LOGIN_WINDOW_SECONDS", 900),
+    )
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -125,8 +132,7 @@ def login():
         minutes = max(1, round(wait / 60))
         message = f"Too many failed attempts. Try again in about {minutes} minute(s)."
         response = current_app.make_response(
-            (render_template("console/login.html", error=message, email=email, next=next_url),
-             429)
+            (render_template("console/login.html", error=message, email=email, next=next_url), 429)
         )
         response.headers["Retry-After"] = str(wait)
         return response
@@ -134,8 +140,9 @@ def login():
     reviewer = auth.authenticate(db, email, password)
     if reviewer is None:
         limiter.record_failure(ip, email)
-        return render_template("console/login.html", error="Wrong e-mail or password.",
-                               email=email, next=next_url), 401
+        return render_template(
+            "console/login.html", error="Wrong e-mail or password.", email=email, next=next_url
+        ), 401
     db.commit()
     limiter.reset(ip, email)
     session.clear()  # a fresh session (and CSRF token) after login: no fixation
@@ -155,8 +162,10 @@ def logout():
 
 
 def _filters() -> dict[str, str | None]:
-    return {key: (request.values.get(key) or "").strip()[:200] or None
-            for key in ("intent", "route", "reason")}
+    return {
+        key: (request.values.get(key) or "").strip()[:200] or None
+        for key in ("intent", "route", "reason")
+    }
 
 
 @bp.get("/")
@@ -170,8 +179,9 @@ def queue():
             query = query.where(getattr(ReviewItem, key) == value)
     items = sorted(db.scalars(query).all(), key=review_queue.score)
     open_items = db.execute(
-        select(ReviewItem.intent, ReviewItem.route, ReviewItem.reason)
-        .where(ReviewItem.status.in_(OPEN_STATUSES))
+        select(ReviewItem.intent, ReviewItem.route, ReviewItem.reason).where(
+            ReviewItem.status.in_(OPEN_STATUSES)
+        )
     ).all()
     options = {
         "intent": sorted({i for i, _, _ in open_items if i}),
@@ -179,19 +189,32 @@ def queue():
         "reason": sorted({x for _, _, x in open_items if x}),
     }
     messages = {
-        m.id: m for m in db.scalars(
+        m.id: m
+        for m in db.scalars(
             select(Message).where(Message.id.in_([i.message_id for i in items[:QUEUE_PAGE_ROWS]]))
         )
     }
     from app.review.stats import queue_counts
 
     now = utcnow()
-    mine = [i for i in items if i.status == "claimed" and i.claimed_by == g.reviewer.id
-            and i.lease_expires_at and i.lease_expires_at > now]
+    mine = [
+        i
+        for i in items
+        if i.status == "claimed"
+        and i.claimed_by == g.reviewer.id
+        and i.lease_expires_at
+        and i.lease_expires_at > now
+    ]
     return render_template(
-        "console/queue.html", items=items[:QUEUE_PAGE_ROWS], total=len(items),
-        counts=queue_counts(db, review_queue), filters=filters, options=options,
-        messages=messages, mine=mine, now=now,
+        "console/queue.html",
+        items=items[:QUEUE_PAGE_ROWS],
+        total=len(items),
+        counts=queue_counts(db, review_queue),
+        filters=filters,
+        options=options,
+        messages=messages,
+        mine=mine,
+        now=now,
     )
 
 
@@ -235,20 +258,34 @@ def item(item_id: int):
     review_item = _item_or_404(item_id)
     customer = db.get(Message, review_item.message_id)
     draft = service.draft_of(db, review_item)
-    history = list(db.scalars(
-        select(Message).where(Message.conversation_id == review_item.conversation_id)
-        .order_by(Message.seq, Message.created_at).limit(200)
-    ))
+    history = list(
+        db.scalars(
+            select(Message)
+            .where(Message.conversation_id == review_item.conversation_id)
+            .order_by(Message.seq, Message.created_at)
+            .limit(200)
+        )
+    )
     trace = read_trace(draft.trace if draft is not None else (customer.trace if customer else None))
     holder = db.get(Reviewer, review_item.claimed_by) if review_item.claimed_by else None
     articles = db.execute(
-        select(Article.slug, Article.title).where(Article.published.is_(True))
-        .order_by(Article.title).limit(2000)
+        select(Article.slug, Article.title)
+        .where(Article.published.is_(True))
+        .order_by(Article.title)
+        .limit(2000)
     ).all()
     return render_template(
-        "console/item.html", item=review_item, customer=customer, draft=draft,
-        history=history, trace=trace, holder=holder, held=_held_by_me(review_item),
-        articles=articles, intents=service.known_intents(db), now=utcnow(),
+        "console/item.html",
+        item=review_item,
+        customer=customer,
+        draft=draft,
+        history=history,
+        trace=trace,
+        holder=holder,
+        held=_held_by_me(review_item),
+        articles=articles,
+        intents=service.known_intents(db),
+        now=utcnow(),
     )
 
 
@@ -290,22 +327,29 @@ def _act(item_id: int, action, success: str):
 @bp.post("/items/<int:item_id>/reply")
 def reply(item_id: int):
     text = request.form.get("text", "")
-    return _act(item_id, lambda db, it: service.send_reply(db, it, g.reviewer.id, text),
-                "Reply sent to the customer.")
+    return _act(
+        item_id,
+        lambda db, it: service.send_reply(db, it, g.reviewer.id, text),
+        "Reply sent to the customer.",
+    )
 
 
 @bp.post("/items/<int:item_id>/article")
 def reply_article(item_id: int):
     slug = request.form.get("slug", "").strip()
-    return _act(item_id, lambda db, it: service.reply_with_article(db, it, g.reviewer.id, slug),
-                "Article sent to the customer.")
+    return _act(
+        item_id,
+        lambda db, it: service.reply_with_article(db, it, g.reviewer.id, slug),
+        "Article sent to the customer.",
+    )
 
 
 @bp.post("/items/<int:item_id>/discard")
 def discard(item_id: int):
     reason = request.form.get("reason", "")
-    return _act(item_id, lambda db, it: service.discard(db, it, g.reviewer.id, reason),
-                "Item discarded.")
+    return _act(
+        item_id, lambda db, it: service.discard(db, it, g.reviewer.id, reason), "Item discarded."
+    )
 
 
 @bp.post("/items/<int:item_id>/teach")
@@ -319,16 +363,25 @@ def teach(item_id: int):
     try:
         if kind == "intent":
             _example, created = service.teach_intent(db, text, form.get("intent", ""))
-            flash(f"Saved as a training example of {form.get('intent')}." if created
-                  else "That example was already known.")
+            flash(
+                f"Saved as a training example of {form.get('intent')}."
+                if created
+                else "That example was already known."
+            )
         elif kind == "question":
             article, added = service.teach_question(db, text, form.get("slug", "").strip())
-            flash(f"Added as an alternate question of “{article.title}”." if added
-                  else f"“{article.title}” already has that question.")
+            flash(
+                f"Added as an alternate question of “{article.title}”."
+                if added
+                else f"“{article.title}” already has that question."
+            )
         elif kind == "article":
             article = service.teach_article(
-                db, title=form.get("title", ""), body=form.get("body", ""),
-                category=form.get("category"), question=text,
+                db,
+                title=form.get("title", ""),
+                body=form.get("body", ""),
+                category=form.get("category"),
+                question=text,
             )
             flash(f"Created the article “{article.title}”.")
         else:
@@ -348,22 +401,42 @@ def stats():
         days = min(max(int(request.args.get("days", 14)), 1), 365)
     except ValueError:
         days = 14
-    board = dashboard(get_session(), get_review_queue(), engine=get_engine(),
-                      models_dir=current_app.config.get("MODELS_DIR"), window_days=days)
+    board = dashboard(
+        get_session(),
+        get_review_queue(),
+        engine=get_engine(),
+        models_dir=current_app.config.get("MODELS_DIR"),
+        window_days=days,
+    )
     charts = {
         "depth": line_chart(board.depth_series, title="Open review items over time"),
         "route": bar_chart(
-            [(name, n / total if total else 0.0, f"{n}/{total} ({n / total:.0%})" if total else
-              f"{n}") for name, n, total in board.by_route],
-            title="Escalation rate by route", max_value=1.0,
+            [
+                (
+                    name,
+                    n / total if total else 0.0,
+                    f"{n}/{total} ({n / total:.0%})" if total else f"{n}",
+                )
+                for name, n, total in board.by_route
+            ],
+            title="Escalation rate by route",
+            max_value=1.0,
         ),
         "intent": bar_chart(
-            [(name, n / total if total else 0.0, f"{n}/{total} ({n / total:.0%})" if total else
-              f"{n}") for name, n, total in board.by_intent],
-            title="Escalation rate by intent (most escalated)", max_value=1.0,
+            [
+                (
+                    name,
+                    n / total if total else 0.0,
+                    f"{n}/{total} ({n / total:.0%})" if total else f"{n}",
+                )
+                for name, n, total in board.by_intent
+            ],
+            title="Escalation rate by intent (most escalated)",
+            max_value=1.0,
         ),
-        "reason": bar_chart([(name, n, str(n)) for name, n in board.by_reason],
-                            title="Escalations by reason"),
+        "reason": bar_chart(
+            [(name, n, str(n)) for name, n in board.by_reason], title="Escalations by reason"
+        ),
     }
     return render_template("console/stats.html", board=board, charts=charts, days=days)
 
@@ -374,4 +447,3 @@ def stats():
 @bp.errorhandler(HTTPException)
 def _http_error(exc: HTTPException):
     return render_template("console/error.html", error=exc), exc.code or 500
-

@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 import redis
 from sqlalchemy import or_, select, update
 
+from app import metrics
 from app.db import session_scope
 from app.models import ReviewItem, utcnow
 
@@ -270,8 +271,12 @@ class ReviewQueue:
 
     def _entry(self, item: ReviewItem) -> list[str]:
         score = self.score(item)
-        meta = {"score": score, "intent": item.intent or "", "route": item.route or "",
-                "reason": item.reason or ""}
+        meta = {
+            "score": score,
+            "intent": item.intent or "",
+            "route": item.route or "",
+            "reason": item.reason or "",
+        }
         return [str(item.id), repr(score), json.dumps(meta)]
 
     # -- Redis availability -------------------------------------------------------------------
@@ -279,8 +284,13 @@ class ReviewQueue:
     def _note_redis_error(self, exc: Exception, action: str) -> None:
         with self._lock:
             self._redis_down_until = time.monotonic() + REDIS_RETRY_AFTER_SECONDS
-        log.warning("review queue: Redis unavailable during %s (%s: %s); the database keeps the "
-                    "item and the reconciler will queue it", action, exc.__class__.__name__, exc)
+        log.warning(
+            "review queue: Redis unavailable during %s (%s: %s); the database keeps the "
+            "item and the reconciler will queue it",
+            action,
+            exc.__class__.__name__,
+            exc,
+        )
 
     def redis_recently_failed(self) -> bool:
         return time.monotonic() < self._redis_down_until
@@ -302,7 +312,7 @@ class ReviewQueue:
         try:
             for start in range(0, len(items), 500):
                 args: list[str] = []
-                for item in items[start:start + 500]:
+                for item in items[start : start + 500]:
                     args.extend(self._entry(item))
                 added += int(self._run(ENQUEUE_SCRIPT, args))
         except redis.RedisError as exc:
@@ -331,10 +341,17 @@ class ReviewQueue:
     def _claim_via_redis(self, reviewer_id, intent, route, reason) -> Claim | None:
         skipped: list[str] = []
         while True:
-            result = self._run(CLAIM_SCRIPT, [
-                self.lease_seconds, str(reviewer_id), intent or "", route or "", reason or "",
-                json.dumps(skipped),
-            ])
+            result = self._run(
+                CLAIM_SCRIPT,
+                [
+                    self.lease_seconds,
+                    str(reviewer_id),
+                    intent or "",
+                    route or "",
+                    reason or "",
+                    json.dumps(skipped),
+                ],
+            )
             if not result:
                 return None
             item_id, expires = int(result[0]), from_epoch(float(result[1]))
@@ -407,8 +424,7 @@ class ReviewQueue:
         """Extend the reviewer's lease (any action on the item counts); None if not held."""
         expires: datetime | None = None
         try:
-            raw = self._run(RENEW_SCRIPT, [str(item_id), str(reviewer_id),
-                                                    self.lease_seconds])
+            raw = self._run(RENEW_SCRIPT, [str(item_id), str(reviewer_id), self.lease_seconds])
             if raw:
                 expires = from_epoch(float(raw))
         except redis.RedisError as exc:
@@ -417,8 +433,11 @@ class ReviewQueue:
         with session_scope(self.db_url) as session:
             result = session.execute(
                 update(ReviewItem)
-                .where(ReviewItem.id == item_id, ReviewItem.status == "claimed",
-                       ReviewItem.claimed_by == reviewer_id)
+                .where(
+                    ReviewItem.id == item_id,
+                    ReviewItem.status == "claimed",
+                    ReviewItem.claimed_by == reviewer_id,
+                )
                 .values(lease_expires_at=expires or fallback)
                 .execution_options(synchronize_session=False)
             )
@@ -436,8 +455,11 @@ class ReviewQueue:
         with session_scope(self.db_url) as session:
             result = session.execute(
                 update(ReviewItem)
-                .where(ReviewItem.id == item_id, ReviewItem.status == "claimed",
-                       ReviewItem.claimed_by == reviewer_id)
+                .where(
+                    ReviewItem.id == item_id,
+                    ReviewItem.status == "claimed",
+                    ReviewItem.claimed_by == reviewer_id,
+                )
                 .values(status="pending", claimed_by=None, lease_expires_at=None)
                 .execution_options(synchronize_session=False)
             )
@@ -524,6 +546,7 @@ class ReviewQueue:
             report.stale_removed = self._remove_stale()
             with self._lock:
                 self._redis_down_until = 0.0
+            metrics.REVIEW_QUEUE_DEPTH.set(self.client.zcard(self.queue_key))
         except redis.RedisError as exc:
             report.redis_ok = False
             report.errors.append(f"{exc.__class__.__name__}: {exc}")
@@ -536,12 +559,13 @@ class ReviewQueue:
         restored = 0
         for start in range(0, len(claimed), 500):
             args: list[str] = []
-            for item in claimed[start:start + 500]:
+            for item in claimed[start : start + 500]:
                 if item.lease_expires_at is None or item.claimed_by is None:
                     continue
                 self.client.hset(self.meta_key, str(item.id), self._entry(item)[2])
-                args.extend([str(item.id), repr(to_epoch(item.lease_expires_at)),
-                             str(item.claimed_by)])
+                args.extend(
+                    [str(item.id), repr(to_epoch(item.lease_expires_at)), str(item.claimed_by)]
+                )
             if args:
                 restored += int(self._run(RESTORE_LEASES_SCRIPT, args))
         return restored
@@ -558,11 +582,13 @@ class ReviewQueue:
         open_ids: set[str] = set()
         with session_scope(self.db_url) as session:
             for start in range(0, len(numeric), 900):
-                chunk = numeric[start:start + 900]
+                chunk = numeric[start : start + 900]
                 open_ids |= {
-                    str(i) for i in session.scalars(
-                        select(ReviewItem.id).where(ReviewItem.id.in_(chunk),
-                                                    ReviewItem.status.in_(OPEN_STATUSES))
+                    str(i)
+                    for i in session.scalars(
+                        select(ReviewItem.id).where(
+                            ReviewItem.id.in_(chunk), ReviewItem.status.in_(OPEN_STATUSES)
+                        )
                     )
                 }
         stale = ids - open_ids

@@ -62,9 +62,9 @@ def compute_priority(
     if route == "complex" or _intent_is_complex(session, intent):
         priority += PRIORITY_COMPLEX
     customer_messages = session.scalar(
-        select(func.count()).select_from(Message).where(
-            Message.conversation_id == conversation_id, Message.role == "customer"
-        )
+        select(func.count())
+        .select_from(Message)
+        .where(Message.conversation_id == conversation_id, Message.role == "customer")
     )
     if (customer_messages or 0) >= 2:
         priority += PRIORITY_ASKED_AGAIN
@@ -135,12 +135,14 @@ def _enqueue(item: ReviewItem) -> None:
 
         queued = get_review_queue().enqueue(item)
     except Exception:  # noqa: BLE001 - the row is committed; the reconciler will queue it
-        log.exception("review item %s recorded but not queued; the reconciler will queue it",
-                      item.id)
+        log.exception(
+            "review item %s recorded but not queued; the reconciler will queue it", item.id
+        )
         return
     if not queued:
-        log.warning("review item %s recorded; Redis unavailable, queued by the reconciler later",
-                    item.id)
+        log.warning(
+            "review item %s recorded; Redis unavailable, queued by the reconciler later", item.id
+        )
 
 
 # -- working an item ----------------------------------------------------------------------------
@@ -173,23 +175,32 @@ def _close_item(
         (ReviewItem.status == "claimed") & (ReviewItem.claimed_by == reviewer_id)
     )
     values = {
-        "status": status, "resolution": resolution, "resolution_note": note,
-        "resolved_at": utcnow(), "claimed_by": reviewer_id, "lease_expires_at": None,
+        "status": status,
+        "resolution": resolution,
+        "resolution_note": note,
+        "resolved_at": utcnow(),
+        "claimed_by": reviewer_id,
+        "lease_expires_at": None,
         "reply_message_id": reply.id if reply is not None else None,
         "draft_unchanged": draft_unchanged,
     }
     result = session.execute(
-        update(ReviewItem).where(ReviewItem.id == item.id, guard).values(**values)
+        update(ReviewItem)
+        .where(ReviewItem.id == item.id, guard)
+        .values(**values)
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:
         session.rollback()
-        raise ReviewError("This item is no longer yours: it was resolved or another reviewer "
-                          "claimed it after your lease ran out.")
+        raise ReviewError(
+            "This item is no longer yours: it was resolved or another reviewer "
+            "claimed it after your lease ran out."
+        )
     still_open = session.scalar(
         select(func.count(ReviewItem.id)).where(
             ReviewItem.conversation_id == item.conversation_id,
-            ReviewItem.status.in_(OPEN_STATUSES), ReviewItem.id != item.id,
+            ReviewItem.status.in_(OPEN_STATUSES),
+            ReviewItem.id != item.id,
         )
     )
     conversation = session.get(Conversation, item.conversation_id)
@@ -213,12 +224,23 @@ def draft_of(session: Session, item: ReviewItem) -> Message | None:
     return session.get(Message, item.draft_message_id) if item.draft_message_id else None
 
 
-def _agent_message(session: Session, item: ReviewItem, reviewer_id: int, text: str,
-                   html: str | None = None, article_slug: str | None = None) -> Message:
+def _agent_message(
+    session: Session,
+    item: ReviewItem,
+    reviewer_id: int,
+    text: str,
+    html: str | None = None,
+    article_slug: str | None = None,
+) -> Message:
     message = Message(
-        conversation_id=item.conversation_id, seq=_next_seq(session, item.conversation_id),
-        role="agent", text=text, html=html, article_slug=article_slug,
-        in_reply_to=item.message_id, author_id=reviewer_id,
+        conversation_id=item.conversation_id,
+        seq=_next_seq(session, item.conversation_id),
+        role="agent",
+        text=text,
+        html=html,
+        article_slug=article_slug,
+        in_reply_to=item.message_id,
+        author_id=reviewer_id,
     )
     session.add(message)
     session.flush()
@@ -235,24 +257,44 @@ def send_reply(session: Session, item: ReviewItem, reviewer_id: int, text: str) 
     draft = draft_of(session, item)
     unchanged = _same_text(text, draft.text) if draft is not None and draft.text else None
     reply = _agent_message(session, item, reviewer_id, text)
-    _close_item(session, item, reviewer_id, status="resolved", resolution="reply", reply=reply,
-                draft_unchanged=unchanged)
+    _close_item(
+        session,
+        item,
+        reviewer_id,
+        status="resolved",
+        resolution="reply",
+        reply=reply,
+        draft_unchanged=unchanged,
+    )
     return reply
 
 
-def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int,
-                       slug: str) -> Message:
+def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slug: str) -> Message:
     """Answer with a published KB article (its sanitised HTML) and resolve the item."""
-    article = session.scalar(select(Article).where(Article.slug == slug,
-                                                   Article.published.is_(True)))
+    article = session.scalar(
+        select(Article).where(Article.slug == slug, Article.published.is_(True))
+    )
     if article is None:
         raise ReviewError(f"No published article with the slug {slug!r}.")
     draft = draft_of(session, item)
     unchanged = draft.article_slug == slug if draft is not None and draft.article_slug else None
-    reply = _agent_message(session, item, reviewer_id, _article_text(article),
-                           html=article.body_html or None, article_slug=article.slug)
-    _close_item(session, item, reviewer_id, status="resolved", resolution="article", reply=reply,
-                draft_unchanged=unchanged)
+    reply = _agent_message(
+        session,
+        item,
+        reviewer_id,
+        _article_text(article),
+        html=article.body_html or None,
+        article_slug=article.slug,
+    )
+    _close_item(
+        session,
+        item,
+        reviewer_id,
+        status="resolved",
+        resolution="article",
+        reply=reply,
+        draft_unchanged=unchanged,
+    )
     return reply
 
 
@@ -302,8 +344,9 @@ def teach_intent(session: Session, text: str, intent: str) -> tuple[TrainingExam
     if intent not in known_intents(session):
         raise ReviewError(f"Unknown intent {intent!r}.")
     existing = session.scalar(
-        select(TrainingExample).where(TrainingExample.text == text,
-                                      TrainingExample.intent == intent)
+        select(TrainingExample).where(
+            TrainingExample.text == text, TrainingExample.intent == intent
+        )
     )
     if existing is not None:
         return existing, False
@@ -325,11 +368,19 @@ def teach_question(session: Session, text: str, slug: str) -> tuple[Article, boo
     known = {q.casefold().strip() for q in article.questions or []}
     if text.casefold() in known or text.casefold() == article.title.casefold():
         return article, False
-    _upsert(session, ArticleRecord(
-        slug=article.slug, title=article.title, body=article.body, category=article.category,
-        tags=list(article.tags or []), questions=[*(article.questions or []), text],
-        source=article.source, published=article.published,
-    ))
+    _upsert(
+        session,
+        ArticleRecord(
+            slug=article.slug,
+            title=article.title,
+            body=article.body,
+            category=article.category,
+            tags=list(article.tags or []),
+            questions=[*(article.questions or []), text],
+            source=article.source,
+            published=article.published,
+        ),
+    )
     session.refresh(article)
     return article, True
 
@@ -344,10 +395,21 @@ def teach_article(
     category = (category or "").strip() or None
     slug = slugify(title)
     if session.scalar(select(Article.id).where(Article.slug == slug)) is not None:
-        raise ReviewError(f"An article with the slug {slug!r} exists; add the question to it "
-                          "instead, or choose another title.")
-    _upsert(session, ArticleRecord(slug=slug, title=title, body=body, category=category,
-                                   questions=[question], source="reviewer console"))
+        raise ReviewError(
+            f"An article with the slug {slug!r} exists; add the question to it "
+            "instead, or choose another title."
+        )
+    _upsert(
+        session,
+        ArticleRecord(
+            slug=slug,
+            title=title,
+            body=body,
+            category=category,
+            questions=[question],
+            source="reviewer console",
+        ),
+    )
     return session.scalar(select(Article).where(Article.slug == slug))
 
 

@@ -81,7 +81,9 @@ class Dashboard:
 
 
 def depth_over_time(
-    spans: list[tuple[datetime, datetime | None]], start: datetime, end: datetime,
+    spans: list[tuple[datetime, datetime | None]],
+    start: datetime,
+    end: datetime,
     points: int = SERIES_POINTS,
 ) -> list[tuple[datetime, int]]:
     """How many items were open at each of ``points`` instants between start and end, from
@@ -146,8 +148,9 @@ def _current_manifest_time(models_dir: Path) -> datetime | None:
     layout: ``current`` = {"version": V}, ``versions/V/manifest.json``)."""
     try:
         version = json.loads((models_dir / "current").read_text()).get("version")
-        manifest = json.loads((models_dir / "versions" / str(version) / "manifest.json")
-                              .read_text())
+        manifest = json.loads(
+            (models_dir / "versions" / str(version) / "manifest.json").read_text()
+        )
     except (OSError, ValueError, AttributeError):
         return None
     return _parse_moment(manifest.get("trained_at")) if isinstance(manifest, dict) else None
@@ -158,7 +161,11 @@ def _route_label(route: str | None) -> str:
 
 
 def dashboard(
-    session: Session, queue, *, engine: Any = None, models_dir: Path | None = None,
+    session: Session,
+    queue,
+    *,
+    engine: Any = None,
+    models_dir: Path | None = None,
     window_days: int = 14,
 ) -> Dashboard:
     now = utcnow()
@@ -173,11 +180,14 @@ def dashboard(
     start = max(first, window_start)
     if now - start < timedelta(hours=1):
         start = now - timedelta(hours=1)
-    series = [(moment.strftime("%m-%d %H:%M"), float(depth))
-              for moment, depth in depth_over_time(spans, start, now)]
+    series = [
+        (moment.strftime("%m-%d %H:%M"), float(depth))
+        for moment, depth in depth_over_time(spans, start, now)
+    ]
 
     durations = [
-        (r - c).total_seconds() for c, r in session.execute(
+        (r - c).total_seconds()
+        for c, r in session.execute(
             select(ReviewItem.created_at, ReviewItem.resolved_at).where(
                 ReviewItem.resolved_at >= window_start,
                 ReviewItem.status.in_(CLOSED_STATUSES),
@@ -185,8 +195,9 @@ def dashboard(
         )
     ]
     escalated = session.execute(
-        select(ReviewItem.route, ReviewItem.intent, ReviewItem.reason)
-        .where(ReviewItem.created_at >= window_start)
+        select(ReviewItem.route, ReviewItem.intent, ReviewItem.reason).where(
+            ReviewItem.created_at >= window_start
+        )
     ).all()
     routed = session.execute(
         select(Message.route, Message.intent, func.count(Message.id))
@@ -202,8 +213,10 @@ def dashboard(
     route_escalations = Counter(_route_label(r) for r, _, _ in escalated)
     intent_escalations = Counter(i for _, i, _ in escalated if i)
     by_route = sorted(
-        ((name, route_escalations[name], max(route_totals[name], route_escalations[name]))
-         for name in set(route_totals) | set(route_escalations)),
+        (
+            (name, route_escalations[name], max(route_totals[name], route_escalations[name]))
+            for name in set(route_totals) | set(route_escalations)
+        ),
         key=lambda row: -row[1],
     )
     by_intent = sorted(
@@ -213,9 +226,9 @@ def dashboard(
     by_reason = Counter(reason for _, _, reason in escalated).most_common()
 
     judged, unchanged = session.execute(
-        select(func.count(ReviewItem.id),
-               func.sum(cast(ReviewItem.draft_unchanged, Integer)))
-        .where(ReviewItem.draft_unchanged.is_not(None), ReviewItem.resolved_at >= window_start)
+        select(
+            func.count(ReviewItem.id), func.sum(cast(ReviewItem.draft_unchanged, Integer))
+        ).where(ReviewItem.draft_unchanged.is_not(None), ReviewItem.resolved_at >= window_start)
     ).one()
 
     trained_at = model_trained_at(engine, models_dir)

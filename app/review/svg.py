@@ -35,8 +35,10 @@ def line_chart(
         f"<title>{escape(title)}</title>",
     ]
     if not points:
-        parts.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" '
-                     f'fill="{AXIS}">no data yet</text></svg>')
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" '
+            f'fill="{AXIS}">no data yet</text></svg>'
+        )
         return Markup("".join(parts))
     top = max(max(v for _, v in points), 1.0)
     step = inner_w / max(len(points) - 1, 1)
@@ -47,8 +49,7 @@ def line_chart(
     coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, (_, v) in enumerate(points)))
     base = pad_top + inner_h
     parts += [
-        f'<line x1="{pad_left}" y1="{base}" x2="{width - pad_right}" y2="{base}" '
-        f'stroke="{AXIS}"/>',
+        f'<line x1="{pad_left}" y1="{base}" x2="{width - pad_right}" y2="{base}" stroke="{AXIS}"/>',
         f'<line x1="{pad_left}" y1="{pad_top}" x2="{pad_left}" y2="{base}" stroke="{AXIS}"/>',
         f'<text x="{pad_left - 6}" y="{pad_top + 4}" text-anchor="end" font-size="11" '
         f'fill="{AXIS}">{escape(_fmt(top))}{escape(unit)}</text>',
@@ -62,9 +63,11 @@ def line_chart(
     ]
     for i, (label, value) in enumerate(points):
         x, y = xy(i, value)
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{LINE}">'
-                     f"<title>{escape(label)}: {escape(_fmt(value))}{escape(unit)}</title>"
-                     "</circle>")
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{LINE}">'
+            f"<title>{escape(label)}: {escape(_fmt(value))}{escape(unit)}</title>"
+            "</circle>"
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -86,8 +89,10 @@ def bar_chart(
         f"<title>{escape(title)}</title>",
     ]
     if not rows:
-        parts.append(f'<text x="{width / 2}" y="{height / 2 + 4}" text-anchor="middle" '
-                     f'fill="{AXIS}">no data yet</text></svg>')
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2 + 4}" text-anchor="middle" '
+            f'fill="{AXIS}">no data yet</text></svg>'
+        )
         return Markup("".join(parts))
     top = max_value if max_value else max((v for _, v, _ in rows), default=1.0) or 1.0
     for i, (label, value, note) in enumerate(rows):

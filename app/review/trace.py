@@ -59,8 +59,9 @@ def _intent_rows(value: Any) -> list[tuple[str, float | None]]:
             rows.append((str(entry[0]), _number(entry[1]) if len(entry) > 1 else None))
         elif isinstance(entry, dict):
             name = entry.get("intent") or entry.get("name") or entry.get("label")
-            score = next((entry[k] for k in ("p", "prob", "probability", "score") if k in entry),
-                         None)
+            score = next(
+                (entry[k] for k in ("p", "prob", "probability", "score") if k in entry), None
+            )
             if name is not None:
                 rows.append((str(name), _number(score)))
         elif isinstance(entry, str):
@@ -74,15 +75,23 @@ def _candidate_rows(value: Any) -> list[dict[str, Any]]:
         return rows
     for entry in value[:MAX_ROWS]:
         if isinstance(entry, dict) and (entry.get("slug") or entry.get("title")):
-            rows.append({
-                "slug": str(entry.get("slug") or ""),
-                "title": str(entry.get("title") or entry.get("slug") or ""),
-                "score": _number(entry.get("score")),
-                "intent": entry.get("intent"),
-            })
+            rows.append(
+                {
+                    "slug": str(entry.get("slug") or ""),
+                    "title": str(entry.get("title") or entry.get("slug") or ""),
+                    "score": _number(entry.get("score")),
+                    "intent": entry.get("intent"),
+                }
+            )
         elif isinstance(entry, (list, tuple)) and entry:
-            rows.append({"slug": str(entry[0]), "title": str(entry[0]),
-                         "score": _number(entry[1]) if len(entry) > 1 else None, "intent": None})
+            rows.append(
+                {
+                    "slug": str(entry[0]),
+                    "title": str(entry[0]),
+                    "score": _number(entry[1]) if len(entry) > 1 else None,
+                    "intent": None,
+                }
+            )
     return rows
 
 
@@ -92,12 +101,12 @@ def _tier_from(name: str, node: dict) -> TierView | None:
     if not intents and not candidates:
         return None
     details = {
-        key: _short(value) for key, value in node.items()
+        key: _short(value)
+        for key, value in node.items()
         if key not in ("intents", "candidates", "tier", "name")
         and isinstance(value, (str, int, float, bool))
     }
-    return TierView(str(node.get("tier") or node.get("name") or name), intents, candidates,
-                    details)
+    return TierView(str(node.get("tier") or node.get("name") or name), intents, candidates, details)
 
 
 def _collect(node: Any, name: str, depth: int, out: list[TierView]) -> None:
@@ -121,7 +130,8 @@ def read_trace(trace: Any) -> TraceView:
     if not isinstance(trace, dict):
         trace = {} if trace is None else {"value": trace}
     summary = {
-        str(key): _short(value) for key, value in trace.items()
+        str(key): _short(value)
+        for key, value in trace.items()
         if isinstance(value, (str, int, float, bool)) or value is None
     }
     tiers: list[TierView] = []
