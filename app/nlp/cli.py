@@ -40,8 +40,10 @@ def train_command(quiet: bool) -> None:
 
     config = current_app.config
     if (Path(config["MODELS_DIR"]) / THRESHOLDS_FILE).is_file():
-        click.echo(f"note: {Path(config['MODELS_DIR']) / THRESHOLDS_FILE} overrides the tuned "
-                   "thresholds of the new version (delete it to use them)")
+        click.echo(
+            f"note: {Path(config['MODELS_DIR']) / THRESHOLDS_FILE} overrides the tuned "
+            "thresholds of the new version (delete it to use them)"
+        )
     try:
         report = train_models(config, progress=not quiet)
     except TrainingError as exc:
@@ -50,29 +52,49 @@ def train_command(quiet: bool) -> None:
 
 
 @click.command("tune")
-@click.option("--train", "train_csv", required=True, type=click.Path(dir_okay=False),
-              help="CSV text,category to train on.")
-@click.option("--val", "val_csv", required=True, type=click.Path(dir_okay=False),
-              help="CSV text,category to choose thresholds on.")
-@click.option("--budget", default=DEFAULTS.budget, show_default=True, type=float,
-              callback=lambda _c, _p, v: _budget(v), help="Maximum share of queries escalated.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Where to write the thresholds [default: MODELS_DIR/thresholds.json].")
+@click.option(
+    "--train",
+    "train_csv",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="CSV text,category to train on.",
+)
+@click.option(
+    "--val",
+    "val_csv",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="CSV text,category to choose thresholds on.",
+)
+@click.option(
+    "--budget",
+    default=DEFAULTS.budget,
+    show_default=True,
+    type=float,
+    callback=lambda _c, _p, v: _budget(v),
+    help="Maximum share of queries escalated.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the thresholds [default: MODELS_DIR/thresholds.json].",
+)
 @click.option("--quiet", is_flag=True)
-def tune_command(train_csv: str, val_csv: str, budget: float, out: str | None,
-                 quiet: bool) -> None:
+def tune_command(train_csv: str, val_csv: str, budget: float, out: str | None, quiet: bool) -> None:
     """Grid-search tau_fast, margin and tau_review (step 0.05; 0.01 for tau_review).
 
-    Objective: the highest answered accuracy minus 0.02 x BERT share, among points whose
-    escalation rate is within the budget and whose escalation-off accuracy is within 0.3 points
-    of the best point. The file is read by the server at start-up and on every reload.
+    Objective (app.nlp.thresholds.tune_thresholds): the fewest BERT calls among points whose
+    answered accuracy is within 0.2 points of the best point within the escalation budget
+    (and whose escalation-off accuracy is within 0.3 points of the best). The file is read by the server at start-up and on every reload.
     """
     from app.nlp.training import read_labelled_csv, train_from_csv
 
     try:
         validation = read_labelled_csv(val_csv)
-        trained, _ = train_from_csv(train_csv, budget=budget, progress=not quiet,
-                                    validation=validation)
+        trained, _ = train_from_csv(
+            train_csv, budget=budget, progress=not quiet, validation=validation
+        )
     except TrainingError as exc:
         _fail(str(exc))
     path = Path(out) if out else Path(current_app.config["MODELS_DIR"]) / THRESHOLDS_FILE
@@ -81,35 +103,72 @@ def tune_command(train_csv: str, val_csv: str, budget: float, out: str | None,
     except (ThresholdsError, OSError) as exc:
         _fail(f"{path}: {exc}")
     t = trained.thresholds
-    click.echo(f"wrote {path}: tau_fast={t.tau_fast} margin={t.margin} "
-               f"tau_review={t.tau_review} (budget {t.budget})")
+    click.echo(
+        f"wrote {path}: tau_fast={t.tau_fast} margin={t.margin} "
+        f"tau_review={t.tau_review} (budget {t.budget})"
+    )
     click.echo(json.dumps({k: v for k, v in t.provenance.items() if k != "objective"}))
 
 
 @click.command("eval")
 @click.option("--train", "train_csv", required=True, type=click.Path(dir_okay=False))
 @click.option("--test", "test_csv", required=True, type=click.Path(dir_okay=False))
-@click.option("--oos", "oos_csv", type=click.Path(dir_okay=False), default=None,
-              help="Out-of-scope queries to measure escalation on (never fitted).")
+@click.option(
+    "--oos",
+    "oos_csv",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Out-of-scope queries to measure escalation on (never fitted).",
+)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None)
-@click.option("--limit-categories", type=click.IntRange(min=2), default=None,
-              help="Evaluate on a random subset of N categories (quick runs).")
-@click.option("--questions-per-article", type=click.IntRange(min=1), default=None,
-              help="Alternate questions per KB article [default: all training texts].")
-@click.option("--budget", default=DEFAULTS.budget, show_default=True, type=float,
-              callback=lambda _c, _p, v: _budget(v))
+@click.option(
+    "--limit-categories",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Evaluate on a random subset of N categories (quick runs).",
+)
+@click.option(
+    "--questions-per-article",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Alternate questions per KB article [default: all training texts].",
+)
+@click.option(
+    "--budget",
+    default=DEFAULTS.budget,
+    show_default=True,
+    type=float,
+    callback=lambda _c, _p, v: _budget(v),
+)
 @click.option("--quiet", is_flag=True)
-def eval_command(train_csv, test_csv, oos_csv, json_out, plot_out, limit_categories,
-                 questions_per_article, budget, quiet) -> None:
+def eval_command(
+    train_csv,
+    test_csv,
+    oos_csv,
+    json_out,
+    plot_out,
+    limit_categories,
+    questions_per_article,
+    budget,
+    quiet,
+) -> None:
     """Train on TRAIN only in a temporary workspace and answer TEST with four strategies."""
     from app.nlp.evaluation import format_table, run_eval
 
     try:
-        report = run_eval(train_csv, test_csv, oos_csv, json_out=json_out, plot_out=plot_out,
-                          limit_categories=limit_categories,
-                          questions_per_article=questions_per_article, budget=budget,
-                          bert_path=current_app.config.get("BERT_PATH"), progress=not quiet)
+        report = run_eval(
+            train_csv,
+            test_csv,
+            oos_csv,
+            json_out=json_out,
+            plot_out=plot_out,
+            limit_categories=limit_categories,
+            questions_per_article=questions_per_article,
+            budget=budget,
+            bert_path=current_app.config.get("BERT_PATH"),
+            progress=not quiet,
+        )
     except TrainingError as exc:
         _fail(str(exc))
     click.echo(format_table(report))
@@ -133,9 +192,11 @@ def models_list() -> None:
     for manifest in versions:
         router = manifest.get("metrics", {}).get("router", {})
         mark = "*" if manifest["version"] == current else " "
-        click.echo(f"{mark} {manifest['version']}  trained {manifest.get('trained_at')}  "
-                   f"data {manifest.get('data_hash', '')[:12]}  "
-                   f"held-out accuracy {router.get('val_accuracy')}")
+        click.echo(
+            f"{mark} {manifest['version']}  trained {manifest.get('trained_at')}  "
+            f"data {manifest.get('data_hash', '')[:12]}  "
+            f"held-out accuracy {router.get('val_accuracy')}"
+        )
 
 
 @models_group.command("activate")
@@ -145,8 +206,9 @@ def models_activate(version: str) -> None:
     from app.nlp.training import activate
 
     try:
-        activate(current_app.config["MODELS_DIR"], version,
-                 current_app.config["SQLALCHEMY_DATABASE_URI"])
+        activate(
+            current_app.config["MODELS_DIR"], version, current_app.config["SQLALCHEMY_DATABASE_URI"]
+        )
     except TrainingError as exc:
         _fail(str(exc))
     click.echo(f"activated {version}")

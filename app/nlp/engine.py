@@ -136,13 +136,22 @@ class Engine:
 
         with session_scope(self._db_url()) as session:
             articles = [
-                KbArticle(a.slug, a.title, [q for q in (a.questions or []) if isinstance(q, str)],
-                          a.body or "", a.category or a.slug)
-                for a in session.scalars(select(Article).where(Article.published.is_(True))
-                                         .order_by(Article.slug))
+                KbArticle(
+                    a.slug,
+                    a.title,
+                    [q for q in (a.questions or []) if isinstance(q, str)],
+                    a.body or "",
+                    a.category or a.slug,
+                )
+                for a in session.scalars(
+                    select(Article).where(Article.published.is_(True)).order_by(Article.slug)
+                )
             ]
-            declared = {i.name: i.tier for i in session.scalars(select(Intent))
-                        if i.tier_source == "declared"}
+            declared = {
+                i.name: i.tier
+                for i in session.scalars(select(Intent))
+                if i.tier_source == "declared"
+            }
         return articles, declared
 
     def _load_models(self, folder: Path, version: str) -> dict:
@@ -168,8 +177,11 @@ class Engine:
         try:
             from app.nlp.bert import BertTier
 
-            loaded["bert"] = BertTier.load(folder / BERT_DIR, bert_path=self.config.get("BERT_PATH"),
-                                           quantize=self.config.get("BERT_QUANTIZE", True))
+            loaded["bert"] = BertTier.load(
+                folder / BERT_DIR,
+                bert_path=self.config.get("BERT_PATH"),
+                quantize=self.config.get("BERT_QUANTIZE", True),
+            )
         except Exception as exc:  # noqa: BLE001 - degrade to the fast tier
             loaded["bert_error"] = f"{type(exc).__name__}: {exc}"
             log.exception("BERT tier failed to load; serving in degraded mode")
@@ -188,7 +200,7 @@ class Engine:
         from app.nlp.bm25 import BM25Retriever
         from app.nlp.router import Router, RouterModels
         from app.nlp.tiers import effective_tiers
-        from app.nlp.training import bm25_docs, kb_entries
+        from app.nlp.training import bert_with_kb, bm25_docs, kb_entries
 
         thresholds, source = self._thresholds(loaded["folder"], models_dir)
         thresholds.provenance = {**thresholds.provenance, "file": source}
@@ -196,15 +208,23 @@ class Engine:
         bert_error = loaded["bert_error"]
         if bert is not None:
             try:
-                bert = _bert_with_kb(bert, kb_entries(articles))
+                bert = bert_with_kb(bert, kb_entries(articles))
             except Exception as exc:  # noqa: BLE001
                 bert, bert_error = None, f"{type(exc).__name__}: {exc}"
                 log.exception("BERT KB index failed; serving in degraded mode")
         tiers = effective_tiers(loaded["tiers"].get("derived", {}), declared)
-        return Router(RouterModels(
-            fasttext=loaded["fasttext"], bm25=BM25Retriever(bm25_docs(articles)), bert=bert,
-            calibration=loaded["calibration"], thresholds=thresholds, tiers=tiers,
-            bert_error=bert_error, version=loaded["version"]))
+        return Router(
+            RouterModels(
+                fasttext=loaded["fasttext"],
+                bm25=BM25Retriever(bm25_docs(articles)),
+                bert=bert,
+                calibration=loaded["calibration"],
+                thresholds=thresholds,
+                tiers=tiers,
+                bert_error=bert_error,
+                version=loaded["version"],
+            )
+        )
 
     def _swap(self, built) -> None:
         router, revisions, manifest = built
@@ -219,8 +239,12 @@ class Engine:
         for tier, version in router.versions().items():
             if version:
                 MODEL_INFO.labels(tier, version).set(1)
-        log.info("NLP engine ready: models %s, kb/model revisions %s%s", router.m.version,
-                 revisions, " (degraded: BERT unavailable)" if router.m.bert is None else "")
+        log.info(
+            "NLP engine ready: models %s, kb/model revisions %s%s",
+            router.m.version,
+            revisions,
+            " (degraded: BERT unavailable)" if router.m.bert is None else "",
+        )
 
     # -- hot reload ----------------------------------------------------------------------
 
@@ -316,16 +340,3 @@ class Engine:
 
 def _outcome(decision: Decision) -> str:
     return "escalated" if decision.escalate else "answered"
-
-
-def _bert_with_kb(bert, entries):
-    """A BERT tier sharing ``bert``'s encoder and head, indexed on ``entries``.
-
-    A new object, so that requests still using the previous router keep a complete index.
-    """
-    clone = type(bert)(bert.encoder, bert.labels, bert.weights, bert.bias,
-                       head_weight=bert.head_weight, version=bert.version,
-                       metadata=bert.metadata)
-    clone._text_cache = dict(getattr(bert, "_text_cache", {}))  # reuse embedded KB texts
-    clone.set_kb(entries)
-    return clone

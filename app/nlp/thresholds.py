@@ -103,8 +103,8 @@ GRID_STEP = 0.05
 TAU_FAST_GRID = tuple(round(x, 2) for x in np.arange(0.30, 1.0001, GRID_STEP))
 MARGIN_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9001, GRID_STEP))
 TAU_REVIEW_GRID = tuple(round(x, 2) for x in np.arange(0.05, 0.9901, 0.01))
-# Using BERT on 10% more queries must buy at least 0.2 points of answered accuracy.
-BERT_COST = 0.02
+# Answered accuracy may be this much below the best feasible point to save BERT calls.
+ANSWERED_SLACK = 0.002
 # The routing may lose at most this much escalation-off accuracy to the best grid point.
 ACCURACY_SLACK = 0.003
 
@@ -131,17 +131,18 @@ def tune_thresholds(
     tier_maps: dict[float, dict[str, str]],
     *,
     budget: float = DEFAULTS.budget,
-    bert_cost: float = BERT_COST,
+    answered_slack: float = ANSWERED_SLACK,
     accuracy_slack: float = ACCURACY_SLACK,
 ) -> tuple[Thresholds, float, dict]:
     """Grid search of (tier rule, tau_fast, margin, tau_review) on held-out outcomes.
 
     Objective, exactly:
-      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``;
-      2. the escalation-off accuracy of the router must be within ``accuracy_slack`` of the
-         best escalation-off accuracy any grid point reaches;
-      3. among those, maximise ``answered_accuracy - bert_cost * bert_share``;
-      4. ties: fewer escalations, then fewer BERT calls.
+      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``, and the
+         escalation-off accuracy within ``accuracy_slack`` of the best escalation-off accuracy
+         any grid point reaches;
+      2. near-best: answered accuracy within ``answered_slack`` of the best feasible one (the
+         budget is spent on catching wrong answers);
+      3. among those, the fewest BERT calls; ties: higher answered accuracy, fewer escalations.
 
     ``tier_maps`` maps each candidate ``f1_min`` to its tier map. Returns the thresholds, the
     chosen ``f1_min`` and the validation figures at that point.
@@ -190,9 +191,10 @@ def tune_thresholds(
     feasible = (table[:, 2] <= budget + 1e-9) & (table[:, 0] >= best_accuracy - accuracy_slack)
     if not feasible.any():
         feasible = table[:, 2] <= budget + 1e-9
-    utility = table[:, 1] - bert_cost * table[:, 3]
-    order = np.lexsort((table[:, 3], table[:, 2], -utility))
-    chosen = next(i for i in order if feasible[i])
+    best_answered = table[feasible, 1].max()
+    near_best = feasible & (table[:, 1] >= best_answered - answered_slack)
+    order = np.lexsort((table[:, 2], -table[:, 1], table[:, 3]))
+    chosen = next(i for i in order if near_best[i])
     f1_min, tau_fast, m, tr, accuracy, answered_acc, escalation, bert_share = rows[chosen]
     figures = {
         "val_accuracy": round(float(accuracy), 4),
@@ -203,8 +205,9 @@ def tune_thresholds(
         "n_val": n,
     }
     objective = (
-        f"max answered_accuracy - {bert_cost} * bert_share subject to escalation <= "
-        f"{budget} and accuracy >= best - {accuracy_slack}; step {GRID_STEP}"
+        f"fewest BERT calls among points with answered accuracy >= best - {answered_slack}, "
+        f"escalation <= {budget} and escalation-off accuracy >= best - {accuracy_slack}; "
+        f"grid step {GRID_STEP} (tau_review 0.01)"
     )
     thresholds = Thresholds(
         tau_fast=float(tau_fast),

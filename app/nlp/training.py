@@ -281,6 +281,27 @@ def _train_bert(texts, labels, entries, *, bert_path, quantize, progress, seed):
     )
 
 
+def bert_with_kb(bert, entries, reuse_from=None):
+    """A BERT tier sharing ``bert``'s encoder and head, indexed on ``entries``.
+
+    A new object, so that requests still using a previous router keep a complete index; KB
+    texts already embedded by ``reuse_from`` (same base encoder) are not embedded again.
+    """
+    clone = type(bert)(
+        bert.encoder,
+        bert.labels,
+        bert.weights,
+        bert.bias,
+        head_weight=bert.head_weight,
+        version=bert.version,
+        metadata=bert.metadata,
+    )
+    source = reuse_from if reuse_from is not None else bert
+    clone._text_cache = dict(getattr(source, "_text_cache", {}))
+    clone.set_kb(entries)
+    return clone
+
+
 def _cross_fitted(
     calibrator_features: tuple[str, ...],
     rows: list[dict],
@@ -443,15 +464,17 @@ def fit_models(
             ft = FastTextIntent.train(data.texts, data.labels, seed=seed, **ft.metrics["chosen"])
             ft.metrics = metrics["fasttext"]
             bar.step("fasttext (all data)")
+            fitted_bert = bert
             bert = _train_bert(
                 data.texts,
                 data.labels,
-                kb_entries(data.articles),
+                [],
                 bert_path=bert_path,
                 quantize=quantize,
                 progress=progress,
                 seed=seed,
             )
+            bert = bert_with_kb(bert, kb_entries(data.articles), reuse_from=fitted_bert)
             bar.step("bert (all data)")
         else:
             bert.set_kb(kb_entries(data.articles))

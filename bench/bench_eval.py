@@ -1,0 +1,119 @@
+"""The routing benchmark: ``tierdesk eval`` on BANKING77 with our out-of-scope test set.
+
+Trains every model on TRAIN only (thresholds tuned on a split of TRAIN), answers the 3,080 TEST
+queries with the four strategies and measures out-of-scope escalation on
+``intents/out_of_scope/test.csv`` (never used for fitting). Prints a Markdown table and writes
+``bench/out/eval.json`` (the harness's JSON), ``bench/out/eval.details.json`` (route latencies,
+thresholds, derived tiers, training metrics) and ``bench/out/eval.png``.
+
+    python bench/bench_eval.py
+    python bench/bench_eval.py --limit-categories 20      # a quick run
+    python bench/bench_eval.py --questions-per-article 10 # KB with a sample of questions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DATA = Path(os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77"))
+OUT = ROOT / "bench" / "out"
+
+TARGETS = (
+    ("bert accuracy >= 93.5%", lambda r, d: r["strategies"]["bert"]["accuracy"] >= 0.935),
+    (
+        "hybrid accuracy within 0.5 pt of bert",
+        lambda r, d: (
+            r["strategies"]["hybrid"]["accuracy"] >= r["strategies"]["bert"]["accuracy"] - 0.005
+        ),
+    ),
+    (
+        "hybrid mean latency <= 0.3x bert",
+        lambda r, d: (
+            r["strategies"]["hybrid"]["latency_ms"]["mean"]
+            <= 0.3 * r["strategies"]["bert"]["latency_ms"]["mean"]
+        ),
+    ),
+    (
+        "hybrid_review answered accuracy >= 98.5% at coverage >= 85%",
+        lambda r, d: (
+            r["strategies"]["hybrid_review"]["answered_accuracy"] >= 0.985
+            and r["strategies"]["hybrid_review"]["coverage"] >= 0.85
+        ),
+    ),
+    (
+        "out-of-scope escalated >= 90%",
+        lambda r, d: r.get("oos", {}).get("escalation_recall", 0) >= 0.9,
+    ),
+    (
+        "simple route p50 <= 1 ms",
+        lambda r, d: d["route_latency_ms"]["simple"]["p50"] <= 1.0,
+    ),
+    (
+        "BERT route p50 <= 8 ms",
+        lambda r, d: d["route_latency_ms"]["complex"]["p50"] <= 8.0,
+    ),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit-categories", type=int, default=None)
+    parser.add_argument("--questions-per-article", type=int, default=None)
+    parser.add_argument("--budget", type=float, default=None)
+    parser.add_argument("--name", default="eval", help="output file stem under bench/out")
+    args = parser.parse_args()
+
+    import torch
+
+    # One intra-op thread: per-query latency on a shared 2-core machine is steadier and no
+    # slower than two threads fighting other processes.
+    torch.set_num_threads(1)
+    from app.nlp.evaluation import format_table, run_eval
+    from app.nlp.thresholds import DEFAULTS
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    report = run_eval(
+        DATA / "train.csv",
+        DATA / "test.csv",
+        ROOT / "intents" / "out_of_scope" / "test.csv",
+        json_out=OUT / f"{args.name}.json",
+        plot_out=OUT / f"{args.name}.png",
+        limit_categories=args.limit_categories,
+        questions_per_article=args.questions_per_article,
+        budget=args.budget if args.budget is not None else DEFAULTS.budget,
+    )
+    details = report.pop("_details")
+    print("### Routing on BANKING77 (`tierdesk eval`)\n")
+    print(format_table(report))
+    routes = details["route_latency_ms"]
+    print(
+        f"\nRoute latency p50 (hybrid): simple {routes['simple']['p50']:.2f} ms "
+        f"(n={routes['simple']['n']}), BERT {routes['complex']['p50']:.2f} ms "
+        f"(n={routes['complex']['n']})"
+    )
+    th = details["thresholds"]
+    print(
+        f"Thresholds (tuned on a split of TRAIN): tau_fast={th['tau_fast']} "
+        f"margin={th['margin']} tau_review={th['tau_review']}; "
+        f"{len(details['tiers']['complex'])} categories derived complex "
+        f"(FastText held-out F1 < {details['tiers']['f1_min']})"
+    )
+    print("\n| target | met |\n|---|---|")
+    for label, check in TARGETS:
+        try:
+            met = "yes" if check(report, details) else "**no**"
+        except (KeyError, TypeError):
+            met = "n/a"
+        print(f"| {label} | {met} |")
+    print(json.dumps({"written": [str(OUT / f"{args.name}.json"), str(OUT / f"{args.name}.png")]}))
+
+
+if __name__ == "__main__":
+    main()
