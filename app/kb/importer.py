@@ -34,6 +34,7 @@ from app.state import KB_REVISION, bump_revision
 
 # Progress bars appear when the input is at least this large (small imports stay quiet).
 PROGRESS_MIN_BYTES = 1024 * 1024
+PROGRESS_MIN_ARTICLES = 1000
 # Imports writing at least this many rows refresh the planner statistics (PostgreSQL).
 ANALYZE_MIN_ROWS = 1000
 
@@ -135,6 +136,26 @@ def import_paths(
         report.rejected = len(problems.locations)
         raise ImportRejected(report)
 
+    creates, updates, absent = _plan(session, prepared, replace, report)
+    if dry_run or not report.changed:
+        return report
+
+    written = len(creates) + len(updates)
+    with _bar(written, progress and written >= PROGRESS_MIN_ARTICLES, desc="writing",
+              unit="article") as bar:  # fmt: skip
+        insert_articles(session, creates, on_row=bar.update)
+        update_articles(session, updates, on_row=bar.update)
+    unpublish_articles(session, [id_ for _, id_ in absent])
+    if written >= ANALYZE_MIN_ROWS:
+        refresh_statistics(session)
+    report.revision = bump_revision(session, KB_REVISION)
+    return report
+
+
+def _plan(
+    session: Session, prepared: dict[str, PreparedArticle], replace: bool, report: ImportReport
+):
+    """Compare with the database (read only): what to create, update and unpublish."""
     existing = find_existing(session, list(prepared))
     creates: list[PreparedArticle] = []
     updates: list[tuple[PreparedArticle, ExistingArticle]] = []
@@ -151,15 +172,4 @@ def import_paths(
     absent = _published_slugs_absent(session, prepared) if replace else []
     report.changes.extend(("unpublish", slug) for slug, _ in absent)
     report.created, report.updated, report.unpublished = len(creates), len(updates), len(absent)
-    if dry_run or not report.changed:
-        return report
-
-    enabled = progress and (len(creates) + len(updates)) >= 1000
-    with _bar(len(creates) + len(updates), enabled, desc="writing", unit="article") as bar:
-        insert_articles(session, creates, on_row=bar.update)
-        update_articles(session, updates, on_row=bar.update)
-    unpublish_articles(session, [id_ for _, id_ in absent])
-    if len(creates) + len(updates) >= ANALYZE_MIN_ROWS:
-        refresh_statistics(session)
-    report.revision = bump_revision(session, KB_REVISION)
-    return report
+    return creates, updates, absent
