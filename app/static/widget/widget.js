@@ -280,7 +280,11 @@
       });
       chips.appendChild(chip);
     });
-    addBubble(chips);
+    var atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    log.appendChild(chips);
+    if (atEnd) {
+      scrollToEnd(); // otherwise the reader is still on a long answer: do not jump past it
+    }
   }
 
   function renderAnswer(message, answerHtml, article) {
@@ -298,7 +302,18 @@
     if (message.id) {
       bubble.appendChild(feedbackControls(message.id));
     }
-    return addBubble(bubble);
+    addBubble(bubble);
+    revealStart(bubble);
+    return bubble;
+  }
+
+  // A long answer is read from its start: keep the question above it in view when possible.
+  function revealStart(bubble) {
+    var previous = bubble.previousElementSibling;
+    var top = (previous || bubble).offsetTop - log.offsetTop - 8;
+    if (log.scrollHeight - top > log.clientHeight) {
+      log.scrollTop = Math.max(0, top);
+    }
   }
 
   function renderAgent(message) {
