@@ -10,7 +10,7 @@ import os
 
 import click
 from flask import current_app
-from flask.cli import FlaskGroup
+from flask.cli import FlaskGroup, with_appcontext
 
 from app import create_app
 
@@ -94,6 +94,9 @@ def _register_area_commands() -> None:
     from app.setup_cli import commands as setup_commands
 
     for command in (*setup_commands, *kb_commands, *nlp_commands, *review_commands):
+        if not isinstance(command, click.Group) and command.callback is not None:
+            # FlaskGroup pushes an app context only for app.cli commands, not its own.
+            command.callback = with_appcontext(command.callback)
         main.add_command(command)
 
 
