@@ -99,3 +99,57 @@ def test_model_trained_at_from_engine_or_metadata(tmp_path):
         )
     (tmp_path / "current").write_text('{"version": "v1"}')
     assert model_trained_at(object(), tmp_path) == datetime(2026, 7, 1)
+
+
+def test_dashboard_figures_on_every_database(any_db_url, redis_client, redis_prefix):
+    """The stats page's queries on SQLite and PostgreSQL, with known rows."""
+    from datetime import timedelta
+
+    from app.db import session_scope
+    from app.models import Conversation, Message, ReviewItem, TrainingExample, utcnow
+    from app.review.queue import ReviewQueue
+    from app.review.stats import dashboard
+
+    now = utcnow()
+    with session_scope(any_db_url) as session:
+        conversation = Conversation(status="open")
+        session.add(conversation)
+        session.flush()
+        for i, route in enumerate(["simple", "simple", "simple", "complex"]):
+            session.add(
+                Message(
+                    conversation_id=conversation.id,
+                    seq=i,
+                    role="customer",
+                    text=f"q{i}",
+                    route=route,
+                    intent="card_arrival",
+                )
+            )
+        session.flush()
+        message_id = session.query(Message.id).first()[0]
+        for minutes, unchanged, route in ((10, True, "simple"), (30, False, "complex")):
+            session.add(
+                ReviewItem(
+                    conversation_id=conversation.id,
+                    message_id=message_id,
+                    reason="ambiguous",
+                    route=route,
+                    intent="card_arrival",
+                    status="resolved",
+                    created_at=now - timedelta(hours=1),
+                    resolved_at=now - timedelta(hours=1) + timedelta(minutes=minutes),
+                    draft_unchanged=unchanged,
+                )
+            )
+        session.add(TrainingExample(text="taught", intent="card_arrival", origin="reviewer"))
+    queue = ReviewQueue(redis_client, redis_prefix, any_db_url, lease_seconds=60)
+    with session_scope(any_db_url) as session:
+        board = dashboard(session, queue, engine=None, models_dir=None)
+    assert board.median_resolve_s == 20 * 60
+    assert (board.drafts_judged, board.drafts_unchanged) == (2, 1)
+    assert sorted(board.by_route) == [("complex", 1, 1), ("simple", 1, 3)]
+    assert board.by_intent == [("card_arrival", 2, 4)]
+    assert board.taught_examples_pending == 1 and board.model_trained_at is None
+    assert board.counts["resolved"] == 2 and board.counts["pending"] == 0
+    assert max(depth for _, depth in board.depth_series) >= 1
