@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.nlp.normalize import STOPWORDS, normalize, stem, tokenize
+from app.nlp.normalize import STOPWORDS, normalize, stem, tokenize, tokenize_many
 
 
 @pytest.mark.parametrize(
@@ -135,3 +135,10 @@ def test_ascii_shortcut_matches_unicode_path(text: str) -> None:
 def test_tokenize_is_stable_under_normalize(text: str) -> None:
     assert tokenize(normalize(text)) == tokenize(text)
     assert normalize(normalize(text)) == normalize(text)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.text(max_size=30) | st.text(alphabet="ab \x1e\n'-.C", max_size=12), max_size=8))
+def test_tokenize_many_equals_tokenize(texts: list[str]) -> None:
+    for options in ({}, {"stem_words": False, "drop_stopwords": False}):
+        assert tokenize_many(texts, **options) == [tokenize(t, **options) for t in texts]

@@ -44,7 +44,7 @@ import math
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -58,6 +58,7 @@ from app.nlp.normalize import (
     DEFAULT_STEM,
     TOKENIZER_VERSION,
     tokenize,
+    tokenize_many,
 )
 from app.nlp.types import Candidate, TierResult
 
@@ -102,6 +103,9 @@ class _Settings:
     def tokens(self, text: str) -> list[str]:
         return tokenize(text, stem_words=self.stem, drop_stopwords=self.drop_stopwords)
 
+    def tokens_many(self, texts: Iterable[str]) -> list[list[str]]:
+        return tokenize_many(texts, stem_words=self.stem, drop_stopwords=self.drop_stopwords)
+
 
 def _field_rows(
     docs: Sequence[BM25Doc], settings: _Settings
@@ -117,16 +121,20 @@ def _field_rows(
     for name in ("title", "body"):
         if name in wanted:
             texts = (doc.title if name == "title" else doc.body for doc in docs)
-            fields[name] = ([settings.tokens(text) for text in texts], articles)
+            fields[name] = (settings.tokens_many(texts), articles)
     if wanted & {"questions", "question_pool"}:
-        per_doc = [[settings.tokens(q) for q in doc.questions] for doc in docs]
+        counts = [len(doc.questions) for doc in docs]
+        tokenized = settings.tokens_many(q for doc in docs for q in doc.questions)
+        owner_of_question = np.repeat(articles, counts)
         if "questions" in wanted:
-            pairs = [(tokens, i) for i, doc in enumerate(per_doc) for tokens in doc if tokens]
-            rows = [tokens for tokens, _ in pairs]
-            owners = np.fromiter((i for _, i in pairs), dtype=np.int64, count=len(pairs))
-            fields["questions"] = (rows, owners)
+            kept = [i for i, tokens in enumerate(tokenized) if tokens]
+            fields["questions"] = ([tokenized[i] for i in kept], owner_of_question[kept])
         if "question_pool" in wanted:
-            pooled = [list(chain.from_iterable(doc)) for doc in per_doc]
+            ends = np.cumsum(counts).tolist()
+            starts = [0, *ends][:-1]
+            pooled = [
+                list(chain.from_iterable(tokenized[a:b])) for a, b in zip(starts, ends, strict=True)
+            ]
             fields["question_pool"] = (pooled, articles)
     return fields
 
