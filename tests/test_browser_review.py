@@ -3,10 +3,13 @@ console, and (slow) the learning loop through ``tierdesk train``.
 
 Two browser contexts stand for two people: the customer on the demo page and the reviewer in
 the console. The app is served from a thread on a free loopback port.
+
+Set TIERDESK_UPDATE_SCREENSHOT=1 to rewrite docs/console.png from the item page of the slow test.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -31,6 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 20_000
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "console.png"
 # Escalated as out of scope by models trained on the tiny bank FAQ; one taught example fixes it.
 TEACHABLE_QUESTION = "where is the plastic thing you promised"
 
@@ -183,6 +187,9 @@ def test_teach_then_train_and_the_bot_answers(customer, reviewer_page, tiny_trai
         draft = reviewer_page.input_value("#reply-text")
         assert draft  # the bot's proposed answer, held back for review
         assert reviewer_page.locator(".draft h3").count() >= 1  # per-tier candidates
+        if os.environ.get("TIERDESK_UPDATE_SCREENSHOT") == "1":
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            reviewer_page.screenshot(path=str(SCREENSHOT))
         edited = draft + " I have also checked: yours was posted yesterday."
         reviewer_page.fill("#reply-text", edited)
         reviewer_page.click("button:has-text('Send reply')")
