@@ -1,0 +1,109 @@
+"""``tierdesk eval`` end to end on a few intents (real models, a temporary workspace)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from fixtures_nlp import TINY_INTENTS
+
+from app.cli import main
+from app.nlp.evaluation import risk_coverage
+
+STRATEGY_KEYS = {"accuracy", "coverage", "answered_accuracy", "bert_share", "latency_ms"}
+
+
+def _write(path, rows):
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "category"])
+        writer.writerows(rows)
+    return path
+
+
+def _data(tmp_path):
+    train, test = [], []
+    for name, (_, title, _, examples) in TINY_INTENTS.items():
+        train += [(t, name) for t in [title, *examples[:7]]]
+        test += [(t, name) for t in examples[7:]]
+    oos = [
+        ("what's the weather in lisbon", "out_of_scope"),
+        ("sing me a song", "out_of_scope"),
+        ("zxqv blorp", "out_of_scope"),
+    ]
+    return (
+        _write(tmp_path / "train.csv", train),
+        _write(tmp_path / "test.csv", test),
+        _write(tmp_path / "oos.csv", oos),
+    )
+
+
+@pytest.mark.slow
+def test_eval_cli_writes_the_report(app, tmp_path):
+    train, test, oos = _data(tmp_path)
+    out, plot = tmp_path / "out" / "eval.json", tmp_path / "out" / "eval.png"
+    result = app.test_cli_runner().invoke(
+        main,
+        [
+            "eval",
+            "--train",
+            str(train),
+            "--test",
+            str(test),
+            "--oos",
+            str(oos),
+            "--json",
+            str(out),
+            "--plot",
+            str(plot),
+            "--limit-categories",
+            "3",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert set(report) == {"n_test", "train_seconds", "strategies", "oos"}
+    assert report["n_test"] == 9  # three categories of four, three test queries each
+    assert set(report["strategies"]) == {"fast", "bert", "hybrid", "hybrid_review"}
+    for name, figures in report["strategies"].items():
+        assert set(figures) == STRATEGY_KEYS, name
+        assert set(figures["latency_ms"]) == {"mean", "p50", "p99"}
+        assert 0 <= figures["accuracy"] <= figures["coverage"] <= 1
+    assert report["strategies"]["fast"]["bert_share"] == 0
+    assert report["strategies"]["bert"]["bert_share"] == 1
+    for name in ("fast", "bert", "hybrid"):
+        assert report["strategies"][name]["coverage"] == 1  # only hybrid_review escalates
+    assert report["strategies"]["bert"]["accuracy"] >= 0.6  # real models, easy queries
+    assert report["oos"]["n"] == 3
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert "| hybrid_review |" in result.output
+    assert not (app.config["MODELS_DIR"]).exists()  # the app's models were never touched
+
+
+def test_eval_rejects_test_categories_missing_from_train(app, tmp_path):
+    train = _write(tmp_path / "train.csv", [("hello", "a"), ("hi", "b")])
+    test = _write(tmp_path / "test.csv", [("yo", "c")])
+    result = app.test_cli_runner().invoke(
+        main, ["eval", "--train", str(train), "--test", str(test), "--quiet"]
+    )
+    assert result.exit_code != 0
+    assert "categories absent from the training set: c" in result.output
+
+
+def test_eval_reports_bad_csv_with_its_line(app, tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,category\nfine,a\n,b\n")
+    result = app.test_cli_runner().invoke(
+        main, ["eval", "--train", str(train), "--test", str(train), "--quiet"]
+    )
+    assert result.exit_code != 0
+    assert "train.csv:3: empty text or category" in result.output
+
+
+def test_risk_coverage_answers_the_most_confident_first():
+    curve = risk_coverage([0.9, 0.2, 0.8, 0.1], [True, False, True, True])
+    assert [round(c, 2) for c, _ in curve] == [0.25, 0.5, 0.75, 1.0]
+    assert curve[1][1] == 0.0  # the two most confident are right
+    assert curve[2][1] == pytest.approx(1 / 3)
