@@ -24,39 +24,69 @@ TINY_INTENTS = {
         "simple",
         "Where is my new card?",
         "Cards arrive within five working days; track the delivery in the app.",
-        ["my card has not arrived yet", "when will my new card come", "still waiting for my card",
-         "how long does card delivery take", "the card I ordered is not here",
-         "card not delivered", "where is my card", "has my card been posted",
-         "my debit card never came in the mail", "i ordered a card two weeks ago"],
+        [
+            "my card has not arrived yet",
+            "when will my new card come",
+            "still waiting for my card",
+            "how long does card delivery take",
+            "the card I ordered is not here",
+            "card not delivered",
+            "where is my card",
+            "has my card been posted",
+            "my debit card never came in the mail",
+            "i ordered a card two weeks ago",
+        ],
     ),
     "change_pin": (
         "simple",
         "How do I change my PIN?",
         "Open the app, choose Security, then Change PIN.",
-        ["how do i change my pin", "i want a new pin", "can i reset my pin number",
-         "forgot my pin what now", "change the pin on my card", "where do i update my pin",
-         "my pin is blocked", "set a different pin", "pin change in the app",
-         "how to pick a new pin code"],
+        [
+            "how do i change my pin",
+            "i want a new pin",
+            "can i reset my pin number",
+            "forgot my pin what now",
+            "change the pin on my card",
+            "where do i update my pin",
+            "my pin is blocked",
+            "set a different pin",
+            "pin change in the app",
+            "how to pick a new pin code",
+        ],
     ),
     "exchange_rate": (
         "simple",
         "Which exchange rate do you use?",
         "We use the interbank rate at the moment of payment, plus a small weekend markup.",
-        ["what exchange rate do you use", "how is the currency rate calculated",
-         "is the exchange rate fair", "rate for converting euros to dollars",
-         "where can i see today's exchange rates", "do you add a markup to the rate",
-         "why was the conversion rate so bad", "which rate applies to foreign payments",
-         "exchange rate at the weekend", "currency conversion rate question"],
+        [
+            "what exchange rate do you use",
+            "how is the currency rate calculated",
+            "is the exchange rate fair",
+            "rate for converting euros to dollars",
+            "where can i see today's exchange rates",
+            "do you add a markup to the rate",
+            "why was the conversion rate so bad",
+            "which rate applies to foreign payments",
+            "exchange rate at the weekend",
+            "currency conversion rate question",
+        ],
     ),
     "card_payment_disputed": (
         "complex",
         "Disputing a card payment",
         "Report the payment in the app under the transaction; we investigate within 10 days.",
-        ["i want to dispute a card payment", "there is a payment i did not make",
-         "a merchant charged me for something i never received", "how do i dispute a charge",
-         "unknown transaction on my card statement", "the shop refuses to refund me",
-         "chargeback for a purchase", "i was charged twice and want it reversed",
-         "a payment on my card looks fraudulent", "i need to contest a transaction"],
+        [
+            "i want to dispute a card payment",
+            "there is a payment i did not make",
+            "a merchant charged me for something i never received",
+            "how do i dispute a charge",
+            "unknown transaction on my card statement",
+            "the shop refuses to refund me",
+            "chargeback for a purchase",
+            "i was charged twice and want it reversed",
+            "a payment on my card looks fraudulent",
+            "i need to contest a transaction",
+        ],
     ),
 }
 
@@ -70,23 +100,38 @@ def _write_tiny_content(folder: Path) -> tuple[Path, Path]:
     kb_dir.mkdir(parents=True)
     definitions = []
     for name, (tier, title, body, examples) in TINY_INTENTS.items():
-        definitions.append({"name": name, "tier": tier, "description": title,
-                            "examples": examples[3:]})
-        front = {"title": title, "slug": name.replace("_", "-"), "category": name,
-                 "tags": ["demo"], "questions": examples[:3]}
+        definitions.append(
+            {"name": name, "tier": tier, "description": title, "examples": examples[3:]}
+        )
+        front = {
+            "title": title,
+            "slug": name.replace("_", "-"),
+            "category": name,
+            "tags": ["demo"],
+            "questions": examples[:3],
+        }
         (kb_dir / f"{front['slug']}.md").write_text(
-            "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n" + body + "\n")
+            "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n" + body + "\n"
+        )
     (intents_dir / "bank.yaml").write_text(yaml.safe_dump({"intents": definitions}))
-    oos = ["what is the weather tomorrow", "recommend a pizza place", "who won the football",
-           "tell me a joke", "how tall is the eiffel tower", "play some music"]
+    oos = [
+        "what is the weather tomorrow",
+        "recommend a pizza place",
+        "who won the football",
+        "tell me a joke",
+        "how tall is the eiffel tower",
+        "play some music",
+    ]
     (intents_dir / "out_of_scope" / "dev.csv").write_text(
-        "text,category\n" + "".join(f"{t},out_of_scope\n" for t in oos))
+        "text,category\n" + "".join(f"{t},out_of_scope\n" for t in oos)
+    )
     return intents_dir, kb_dir
 
 
 def _demo_content_present() -> bool:
-    return (any((PROJECT_ROOT / "knowledge_base").glob("*.md"))
-            and any((PROJECT_ROOT / "intents").glob("*.yaml")))
+    return any((PROJECT_ROOT / "knowledge_base").glob("*.md")) and any(
+        (PROJECT_ROOT / "intents").glob("*.yaml")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -119,8 +164,13 @@ def trained_models_dir(tmp_path_factory, nlp_content) -> Path:
     migrate.upgrade(url)
     intents_dir, kb_dir = nlp_content
     import_content(url, intents_dir, kb_dir)
-    config = {"SQLALCHEMY_DATABASE_URI": url, "MODELS_DIR": folder / "models",
-              "INTENTS_DIR": intents_dir, "BERT_PATH": None, "BERT_QUANTIZE": True}
+    config = {
+        "SQLALCHEMY_DATABASE_URI": url,
+        "MODELS_DIR": folder / "models",
+        "INTENTS_DIR": intents_dir,
+        "BERT_PATH": None,
+        "BERT_QUANTIZE": True,
+    }
     train_models(config, progress=False)
     dispose_engine(url)
     return folder / "models"
@@ -171,5 +221,6 @@ def trained_app(tmp_path, db_url, redis_client, redis_prefix, nlp_content, train
 def current_manifest(models_dir: Path) -> dict:
     from app.nlp.training import MANIFEST, current_version, version_folder
 
-    return json.loads((version_folder(models_dir, current_version(models_dir)) / MANIFEST)
-                      .read_text())
+    return json.loads(
+        (version_folder(models_dir, current_version(models_dir)) / MANIFEST).read_text()
+    )

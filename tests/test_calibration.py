@@ -24,8 +24,10 @@ def _sample(n: int, seed: int) -> tuple[list[dict], np.ndarray]:
     score = rng.normal(size=n)
     truth = 1 / (1 + np.exp(-(2.0 * score + 0.5)))
     correct = rng.uniform(size=n) < truth
-    rows = [{"score": float(s), "noise": float(z)} for s, z in zip(score, rng.normal(size=n),
-                                                                   strict=True)]
+    rows = [
+        {"score": float(s), "noise": float(z)}
+        for s, z in zip(score, rng.normal(size=n), strict=True)
+    ]
     return rows, correct
 
 

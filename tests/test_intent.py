@@ -7,8 +7,9 @@ from fixtures_nlp import TINY_INTENTS
 from app.nlp.intent import FastTextIntent, fasttext_input, stratified_split
 
 TEXTS = [t for _, (_, title, _, examples) in TINY_INTENTS.items() for t in [title, *examples]]
-LABELS = [name for name, (_, _, _, examples) in TINY_INTENTS.items() for _ in range(
-    len(examples) + 1)]
+LABELS = [
+    name for name, (_, _, _, examples) in TINY_INTENTS.items() for _ in range(len(examples) + 1)
+]
 
 
 def _model() -> FastTextIntent:
@@ -56,8 +57,10 @@ def test_training_is_reproducible():
 
 def test_tuned_training_records_the_grid():
     model = FastTextIntent.train_tuned(
-        TEXTS, LABELS, grid=({"epoch": 5, "lr": 0.1, "dim": 10}, {"epoch": 60, "lr": 0.5,
-                                                                   "dim": 20}))
+        TEXTS,
+        LABELS,
+        grid=({"epoch": 5, "lr": 0.1, "dim": 10}, {"epoch": 60, "lr": 0.5, "dim": 20}),
+    )
     assert len(model.metrics["grid"]) == 2
     assert model.metrics["chosen"] == {"epoch": 60, "lr": 0.5, "dim": 20}
 

@@ -19,8 +19,12 @@ from app.nlp.types import ESCALATION_REASONS, Candidate, TierResult
 class FixedTier:
     """Returns the same TierResult for every query (or raises the given error)."""
 
-    def __init__(self, result: TierResult | None = None, error: Exception | None = None,
-                 head_weight: float | None = None) -> None:
+    def __init__(
+        self,
+        result: TierResult | None = None,
+        error: Exception | None = None,
+        head_weight: float | None = None,
+    ) -> None:
         self.result, self.error, self.head_weight = result, error, head_weight
         self.version = "fixed"
         self.calls = 0
@@ -32,12 +36,24 @@ class FixedTier:
         return self.result
 
 
-KB = BM25Retriever([
-    BM25Doc("card-arrival", "Where is my card?", ["my card has not arrived"], "Cards arrive.",
-            "card_arrival"),
-    BM25Doc("dispute", "Disputing a payment", ["I want to dispute a payment"], "Report it.",
-            "dispute"),
-])
+KB = BM25Retriever(
+    [
+        BM25Doc(
+            "card-arrival",
+            "Where is my card?",
+            ["my card has not arrived"],
+            "Cards arrive.",
+            "card_arrival",
+        ),
+        BM25Doc(
+            "dispute",
+            "Disputing a payment",
+            ["I want to dispute a payment"],
+            "Report it.",
+            "dispute",
+        ),
+    ]
+)
 
 
 def ft(*intents: tuple[str, float]) -> FixedTier:
@@ -47,33 +63,57 @@ def ft(*intents: tuple[str, float]) -> FixedTier:
 def bert(intent: str, p1: float, p2: float = 0.0, similarity: float = 0.8) -> FixedTier:
     slug = "card-arrival" if intent == "card_arrival" else "dispute"
     other = "dispute" if intent == "card_arrival" else "card_arrival"
-    return FixedTier(TierResult(
-        "bert", intents=[(intent, p1), (other, p2)],
-        candidates=[Candidate(slug, slug, similarity, intent),
-                    Candidate("x", "x", similarity - 0.3, other)],
-        confidence=similarity))
+    return FixedTier(
+        TierResult(
+            "bert",
+            intents=[(intent, p1), (other, p2)],
+            candidates=[
+                Candidate(slug, slug, similarity, intent),
+                Candidate("x", "x", similarity - 0.3, other),
+            ],
+            confidence=similarity,
+        )
+    )
 
 
 def calibration(simple: float, complex_: float) -> CalibrationSet:
-    return CalibrationSet(Calibrator(SIMPLE_FEATURES, base_rate=simple),
-                          Calibrator(COMPLEX_FEATURES, base_rate=complex_))
+    return CalibrationSet(
+        Calibrator(SIMPLE_FEATURES, base_rate=simple),
+        Calibrator(COMPLEX_FEATURES, base_rate=complex_),
+    )
 
 
-def router(fasttext, bert_tier, *, simple_conf=0.95, complex_conf=0.9, tiers=None,
-           **thresholds) -> Router:
-    th = Thresholds(**{"tau_fast": 0.7, "margin": 0.3, "tau_review": 0.6,
-                       "oos_similarity": 0.4, "kl_disagree": 1.0, **thresholds})
-    return Router(RouterModels(
-        fasttext=fasttext, bm25=KB, bert=bert_tier, calibration=calibration(simple_conf,
-                                                                            complex_conf),
-        thresholds=th, tiers=tiers or {"card_arrival": "simple", "dispute": "complex"},
-        version="test"))
+def router(
+    fasttext, bert_tier, *, simple_conf=0.95, complex_conf=0.9, tiers=None, **thresholds
+) -> Router:
+    th = Thresholds(
+        **{
+            "tau_fast": 0.7,
+            "margin": 0.3,
+            "tau_review": 0.6,
+            "oos_similarity": 0.4,
+            "kl_disagree": 1.0,
+            **thresholds,
+        }
+    )
+    return Router(
+        RouterModels(
+            fasttext=fasttext,
+            bm25=KB,
+            bert=bert_tier,
+            calibration=calibration(simple_conf, complex_conf),
+            thresholds=th,
+            tiers=tiers or {"card_arrival": "simple", "dispute": "complex"},
+            version="test",
+        )
+    )
 
 
 def test_confident_simple_intent_takes_the_simple_route():
     b = bert("card_arrival", 0.9)
     decision = router(ft(("card_arrival", 0.92), ("dispute", 0.05)), b).route(
-        "my card has not arrived")
+        "my card has not arrived"
+    )
     assert decision.route == "simple"
     assert decision.article.slug == "card-arrival"
     assert not decision.escalate
@@ -110,7 +150,8 @@ def test_low_top1_goes_to_bert():
 def test_unsure_simple_answer_cascades_to_bert():
     b = bert("card_arrival", 0.9)
     decision = router(ft(("card_arrival", 0.95), ("dispute", 0.01)), b, simple_conf=0.3).route(
-        "my card has not arrived")
+        "my card has not arrived"
+    )
     assert decision.route == "complex"
     assert decision.trace["cascaded"] is True
     assert not decision.escalate
@@ -120,17 +161,29 @@ def test_unsure_simple_answer_cascades_to_bert():
     ("fasttext", "bert_tier", "reason"),
     [
         # far from every KB text
-        (ft(("card_arrival", 0.4), ("dispute", 0.3)), bert("card_arrival", 0.5, 0.3, 0.2),
-         "out_of_scope"),
+        (
+            ft(("card_arrival", 0.4), ("dispute", 0.3)),
+            bert("card_arrival", 0.5, 0.3, 0.2),
+            "out_of_scope",
+        ),
         # FastText sure of one intent, BERT of the other
-        (ft(("dispute", 0.9), ("card_arrival", 0.05)), bert("card_arrival", 0.9, 0.05),
-         "tiers_disagree"),
+        (
+            ft(("dispute", 0.9), ("card_arrival", 0.05)),
+            bert("card_arrival", 0.9, 0.05),
+            "tiers_disagree",
+        ),
         # both agree but BERT splits its vote
-        (ft(("card_arrival", 0.5), ("dispute", 0.45)), bert("card_arrival", 0.5, 0.45),
-         "ambiguous"),
+        (
+            ft(("card_arrival", 0.5), ("dispute", 0.45)),
+            bert("card_arrival", 0.5, 0.45),
+            "ambiguous",
+        ),
         # clear, agreeing, similar, but the calibrated confidence is still low
-        (ft(("card_arrival", 0.5), ("dispute", 0.1)), bert("card_arrival", 0.9, 0.05),
-         "below_threshold"),
+        (
+            ft(("card_arrival", 0.5), ("dispute", 0.1)),
+            bert("card_arrival", 0.9, 0.05),
+            "below_threshold",
+        ),
     ],
 )
 def test_low_confidence_escalates_with_the_reason(fasttext, bert_tier, reason):
@@ -143,8 +196,9 @@ def test_low_confidence_escalates_with_the_reason(fasttext, bert_tier, reason):
 
 
 def test_escalation_off_answers_but_records_why():
-    decision = router(ft(("card_arrival", 0.5), ("dispute", 0.1)), bert("card_arrival", 0.9),
-                      complex_conf=0.2).route("x", escalation=False)
+    decision = router(
+        ft(("card_arrival", 0.5), ("dispute", 0.1)), bert("card_arrival", 0.9), complex_conf=0.2
+    ).route("x", escalation=False)
     assert not decision.escalate and decision.escalation_reason is None
     assert decision.trace["would_escalate"] == "below_threshold"
 
@@ -157,7 +211,8 @@ def test_bert_error_degrades_to_the_fast_tier():
     assert "RuntimeError" in unsure.trace["stages"]["bert"]["error"]
     # a confident simple answer never needed BERT and is still served
     sure = router(ft(("card_arrival", 0.95), ("dispute", 0.01)), broken).route(
-        "my card has not arrived")
+        "my card has not arrived"
+    )
     assert not sure.escalate and sure.route == "simple"
 
 

@@ -3,8 +3,8 @@
 ``fit_models`` is the one pipeline (used by ``tierdesk train``, ``tune`` and ``eval``):
 
 1. Split the labelled texts, stratified: 85% fit, 15% held out.
-2. Train FastText (epochs/lr/dim chosen on a split of the fit part) and the BERT head on the fit
-   part; build BM25 and the BERT KB index from the KB *without* the held-out texts (they may be
+2. Train FastText (one model per grid cell; the best on the held-out part is kept) and the
+   BERT head on the fit part; build BM25 and the BERT KB index from the KB *without* the held-out texts (they may be
    alternate questions too, which would leak the answer).
 3. Run every held-out query, and out-of-scope negatives (``intents/out_of_scope/dev.csv`` and
    generated nonsense), through both routes; fit the two calibrators; derive the tiers and
@@ -413,7 +413,9 @@ def fit_models(
                 "too few examples to hold any out for tuning (each intent needs at least 2)"
             )
         held = set(val_texts)
-        ft = FastTextIntent.train_tuned(fit_texts, fit_labels, seed=seed, progress=bar.note)
+        ft = FastTextIntent.select(
+            fit_texts, fit_labels, val_texts, val_labels, seed=seed, progress=bar.note
+        )
         bar.step("fasttext")
         val_entries = kb_entries(data.articles, held)
         bert = _train_bert(
