@@ -148,7 +148,7 @@ def main() -> None:
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"### KB import, {args.articles:,} articles ({result['input_mib']} MiB JSONL, SQLite)\n")
+    print(f"#### KB import, {args.articles:,} articles ({result['input_mib']} MiB JSONL, SQLite)\n")
     print("| measure | value | target |")
     print("| --- | --- | --- |")
     print(
