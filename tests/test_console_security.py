@@ -191,3 +191,51 @@ def test_disabled_reviewer_loses_the_session(app, console, reviewer):
     with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
         session.get(Reviewer, reviewer.id).active = False
     assert console.get("/console/").status_code == 302
+
+
+HOSTILE_VALUES = [
+    "",
+    "   ",
+    "\x00\x01\x02",
+    "' OR 1=1 --",
+    "<script>alert(1)</script>",
+    "x" * 5000,
+    "😀" * 300,
+    "../../etc/passwd",
+    "%00",
+    "9" * 40,
+]
+
+
+def test_hostile_form_values_never_cause_a_server_error(app, console, escalate_message):
+    item_id = escalate_message()
+    console.post("/console/claim")
+    actions = ["reply", "article", "discard", "teach", "claim", "release"]
+    for value in HOSTILE_VALUES:
+        for action in actions:
+            data = {
+                "text": value,
+                "slug": value,
+                "reason": value,
+                "intent": value,
+                "kind": value,
+                "title": value,
+                "body": value,
+                "category": value,
+            }
+            response = console.post(f"/console/items/{item_id}/{action}", data=data)
+            assert response.status_code < 500, (action, value[:20])
+        for kind in ("intent", "question", "article"):
+            response = console.post(
+                f"/console/items/{item_id}/teach",
+                data={"kind": kind, "text": value, "title": value, "body": value, "slug": value},
+            )
+            assert response.status_code < 500, (kind, value[:20])
+        assert console.get(f"/console/?intent={value}&route={value}").status_code == 200
+        assert console.get(f"/console/stats?days={value}").status_code == 200
+    too_big = console.post(f"/console/items/{item_id}/reply", data={"text": "x" * 70_000})
+    assert too_big.status_code == 413
+    # The first printable value was a valid reply and was stored verbatim, once.
+    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        [reply] = session.query(Message).filter_by(role="agent").all()
+        assert reply.text == "' OR 1=1 --"
