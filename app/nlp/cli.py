@@ -102,6 +102,12 @@ def tune_command(train_csv: str, val_csv: str, budget: float, out: str | None, q
         trained.thresholds.save(path)
     except (ThresholdsError, OSError) as exc:
         _fail(f"{path}: {exc}")
+    if out is None:  # the app's own file: running servers reload it
+        from app.db import session_scope
+        from app.state import MODEL_REVISION, bump_revision
+
+        with session_scope(current_app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+            bump_revision(session, MODEL_REVISION)
     t = trained.thresholds
     click.echo(
         f"wrote {path}: tau_fast={t.tau_fast} margin={t.margin} "

@@ -248,6 +248,10 @@ class Engine:
 
     # -- hot reload ----------------------------------------------------------------------
 
+    def poll(self) -> None:
+        """Cheap, rate-limited check for a new KB or model revision (health checks call it)."""
+        self._maybe_check()
+
     def _maybe_check(self) -> None:
         now = time.monotonic()
         if now < self._next_check or not self._check_lock.acquire(blocking=False):

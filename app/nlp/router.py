@@ -56,6 +56,9 @@ class RouterModels:
 class Router:
     def __init__(self, models: RouterModels) -> None:
         self.m = models
+        self._thresholds_trace = {
+            k: v for k, v in models.thresholds.to_dict().items() if k != "provenance"
+        }
         # The first article of each intent: the answer when BM25 finds no word in common with
         # the query but FastText is sure of the intent (short queries, tiny KBs).
         self._intent_article: dict[str, Candidate] = {}
@@ -71,7 +74,9 @@ class Router:
     def simple_retrieve(self, query: str, ft: TierResult) -> TierResult:
         """BM25 restricted to FastText's top intent (boosted by its distribution)."""
         top = ft.intents[0][0] if ft.intents else None
-        result = self.m.bm25.run(query, k=SUGGESTIONS + 1, intent=top, intent_probs=ft.intents)
+        # Restricted to one intent, a boost by intent probability would scale every
+        # candidate alike: it is skipped (it costs a pass over the index).
+        result = self.m.bm25.run(query, k=SUGGESTIONS + 1, intent=top)
         if not result.candidates and top in self._intent_article:
             result.candidates = [self._intent_article[top]]
         return result
@@ -154,7 +159,7 @@ class Router:
             "stages": stages,
             "timings_ms": {k: round(v, 4) for k, v in timings.items()},
             "versions": self.versions(),
-            "thresholds": {k: v for k, v in th.to_dict().items() if k != "provenance"},
+            "thresholds": dict(self._thresholds_trace),
             "tier": self._tier_of(ft.intents[0][0]) if ft and ft.intents else None,
             "simple_eligible": eligible,
             "cascaded": eligible and "bert" in stages,
