@@ -80,9 +80,17 @@ def test_item_page_shows_conversation_draft_candidates_and_trace(
         assert f"<h3>{tier}</h3>" in html
     assert "card_delivery_estimate" in html and "0.310" in html  # fastText's second intent
     assert "7.250" in html and "0.810" in html  # BM25 and BERT candidate scores
+    assert "Where is my new card?" in html
     assert "below_threshold" in html  # routing trace summary
     assert "Claim this item" in html  # not held yet: no answer forms
     assert 'name="text"' in html and "Send reply" not in html
+
+
+def test_candidates_named_by_slug_only_get_their_titles(console, escalate_message, kb):
+    trace = {"stages": {"bert": {"candidates": [{"slug": "card-arrival", "score": 0.9}]}}}
+    item_id = escalate_message(trace=trace)
+    html = console.get(f"/console/items/{item_id}").get_data(as_text=True)
+    assert "Where is my new card?" in html and "0.900" in html
 
 
 def test_edit_and_send_reply_reaches_the_conversation(app, console, escalate_message):

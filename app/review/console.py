@@ -267,6 +267,7 @@ def item(item_id: int):
         )
     )
     trace = read_trace(draft.trace if draft is not None else (customer.trace if customer else None))
+    _fill_titles(db, trace)
     holder = db.get(Reviewer, review_item.claimed_by) if review_item.claimed_by else None
     articles = db.execute(
         select(Article.slug, Article.title)
@@ -287,6 +288,20 @@ def item(item_id: int):
         intents=service.known_intents(db),
         now=utcnow(),
     )
+
+
+def _fill_titles(db, trace) -> None:
+    """Traces name candidates by slug; show the article titles where the trace has none."""
+    slugs = {c["slug"] for tier in trace.tiers for c in tier.candidates if c["slug"]}
+    if not slugs:
+        return
+    titles = dict(
+        db.execute(select(Article.slug, Article.title).where(Article.slug.in_(slugs))).all()
+    )
+    for tier in trace.tiers:
+        for candidate in tier.candidates:
+            if candidate["title"] == candidate["slug"] and candidate["slug"] in titles:
+                candidate["title"] = titles[candidate["slug"]]
 
 
 def _back(item_id: int):
