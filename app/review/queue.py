@@ -395,7 +395,7 @@ class ReviewQueue:
             for column, value in (("intent", intent), ("route", route), ("reason", reason)):
                 if value:
                     query = query.where(getattr(ReviewItem, column) == value)
-            candidates = session.scalars(query.limit(500)).all()
+            candidates = session.scalars(query.order_by(ReviewItem.created_at).limit(2000)).all()
             order = sorted(candidates, key=self.score)
         expires = from_epoch(time.time() + self.lease_seconds)
         for item in order:
