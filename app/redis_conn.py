@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +66,11 @@ class LazyRedis:
 def connect(url: str | None, var_dir: Path) -> redis.Redis:
     """A client for ``url``, or for the embedded server (started lazily) when ``url`` is None."""
     if url:
+        # One quick retry, no backoff: when Redis is down, callers degrade (rate limits fail
+        # open, escalations wait in the database) instead of blocking requests for seconds.
         return redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=2, socket_timeout=5,
-            health_check_interval=30,
+            url, decode_responses=True, socket_connect_timeout=1, socket_timeout=2,
+            health_check_interval=30, retry=Retry(NoBackoff(), 1),
         )
     return LazyRedis(  # type: ignore[return-value]
         lambda: redis.Redis.from_url(embedded_redis_url(var_dir), decode_responses=True)
