@@ -24,7 +24,28 @@ def _cli_app():
     return create_app(overrides)
 
 
-@click.group(cls=FlaskGroup, create_app=_cli_app, add_default_commands=False,
+_SCHEMA_HINTS = ("no such table", "no such column", "does not exist", "undefinedtable")
+
+
+class TierdeskGroup(FlaskGroup):
+    """FlaskGroup that turns "the schema is not there" into one clear line instead of a trace."""
+
+    def invoke(self, ctx: click.Context):
+        from sqlalchemy.exc import OperationalError, ProgrammingError
+
+        try:
+            return super().invoke(ctx)
+        except (OperationalError, ProgrammingError) as exc:
+            first_line = str(exc.orig or exc).splitlines()[0]
+            if any(hint in first_line.lower() for hint in _SCHEMA_HINTS):
+                raise click.ClickException(
+                    f"the database has no tierdesk schema or an old one ({first_line}); "
+                    "run `tierdesk db upgrade` (or `tierdesk init`) first"
+                ) from exc
+            raise
+
+
+@click.group(cls=TierdeskGroup, create_app=_cli_app, add_default_commands=False,
              add_version_option=False, load_dotenv=False)
 def main() -> None:
     """tierdesk: customer-service chatbot with tiered NLP routing."""
