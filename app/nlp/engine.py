@@ -36,6 +36,12 @@ CACHE_SIZE = 2048
 WARMUP_QUERIES = ("hello", "I have a question about my account", "asdf qwerty")
 
 
+# Loaded models of the current version, shared by every Engine of the process (a reload after a
+# KB change, or a second app in tests, reuses them instead of loading BERT again).
+_LOADED: dict[tuple, dict] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 class EngineNotReady(RuntimeError):
     """The models are not loaded (not trained yet, or failed to load)."""
 
@@ -77,7 +83,6 @@ class Engine:
         self.model_version: str | None = None
         self.revisions: tuple[int, int] | None = None  # (kb, model) the router was built from
         self._router = None
-        self._fasttext_cache: dict = {}  # version folder -> loaded models, reused on KB change
         self._cache = _LRU(int(config.get("ANSWER_CACHE_SIZE", CACHE_SIZE)))
         self._reload_lock = threading.Lock()
         self._reloading = False
@@ -156,9 +161,15 @@ class Engine:
 
     def _load_models(self, folder: Path, version: str) -> dict:
         """The version's models; reused from the previous load when the version is the same."""
-        cached = self._fasttext_cache.get(version)
+        key = (
+            str(folder.resolve()),
+            self.config.get("BERT_PATH"),
+            bool(self.config.get("BERT_QUANTIZE", True)),
+        )
+        with _LOADED_LOCK:
+            cached = _LOADED.get(key)
         if cached is not None:
-            return cached
+            return {**cached, "version": version, "folder": folder}
         from app.nlp.calibration import CalibrationSet
         from app.nlp.intent import FastTextIntent
         from app.nlp.training import BERT_DIR, CALIBRATION_FILE, FASTTEXT_DIR, MANIFEST, TIERS_FILE
@@ -185,7 +196,9 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - degrade to the fast tier
             loaded["bert_error"] = f"{type(exc).__name__}: {exc}"
             log.exception("BERT tier failed to load; serving in degraded mode")
-        self._fasttext_cache = {version: loaded}
+        with _LOADED_LOCK:
+            _LOADED.clear()  # one version's models in memory per process
+            _LOADED[key] = loaded
         return loaded
 
     def _thresholds(self, folder: Path, models_dir: Path):
@@ -209,6 +222,8 @@ class Engine:
         if bert is not None:
             try:
                 bert = bert_with_kb(bert, kb_entries(articles))
+                # the next reload (KB change, another app in this process) reuses the vectors
+                loaded["bert"]._text_cache = dict(bert._text_cache)
             except Exception as exc:  # noqa: BLE001
                 bert, bert_error = None, f"{type(exc).__name__}: {exc}"
                 log.exception("BERT KB index failed; serving in degraded mode")
