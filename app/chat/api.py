@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, request
 
 from app.chat import cors
+from app.chat.articles import ArticleCache
 from app.chat.errors import ApiError
 from app.chat.inputs import is_valid_id, parse_chat_request, parse_feedback_request
 from app.chat.openapi import openapi_document
@@ -25,6 +26,7 @@ bp.before_request(cors.handle_preflight)
 bp.after_request(cors.add_headers)
 
 _LIMITER_KEY = "tierdesk.ratelimiter"
+_ARTICLES_KEY = "tierdesk.chat_articles"
 # Reading a conversation (the widget polls it while a person is on the way) gets a larger
 # budget than writing: polls every few seconds must not use up the customer's messages.
 _READ_BUDGET_SCALE = 10
@@ -37,6 +39,10 @@ def _limiter() -> RateLimiter:
                               parse_limit(current_app.config["RATE_LIMIT"]))
         current_app.extensions[_LIMITER_KEY] = limiter
     return limiter
+
+
+def _articles() -> ArticleCache:
+    return current_app.extensions.setdefault(_ARTICLES_KEY, ArticleCache())
 
 
 def _client() -> str:
@@ -65,7 +71,7 @@ def chat():
             raise ApiError(404, "conversation_not_found", "No conversation has this id.")
     turn = handle_message(session, engine=get_engine(), text=req.message,
                           conversation=conversation, client_key=_client(),
-                          handoff=req.handoff,
+                          handoff=req.handoff, articles=_articles(),
                           relaxed_commit=bool(current_app.config.get("CHAT_RELAXED_COMMIT")))
     return jsonify(turn_payload(turn))
 

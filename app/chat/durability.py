@@ -24,7 +24,8 @@ from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
-_RESTORE_KEY = "tierdesk_synchronous_before"
+_RESTORE_KEY = "tierdesk_synchronous_restore"  # set while a relaxed transaction runs
+_DEFAULT_KEY = "tierdesk_synchronous_default"  # the connection's own setting, read once
 _instrumented: set[int] = set()
 
 
@@ -58,9 +59,10 @@ def relax_commit_durability(session: Session) -> bool:
         if dialect == "sqlite":
             _instrument(connection.engine)
             info = connection.connection.info  # lives with the pooled DBAPI connection
-            before = connection.exec_driver_sql("PRAGMA synchronous").scalar()
+            if _DEFAULT_KEY not in info:
+                info[_DEFAULT_KEY] = connection.exec_driver_sql("PRAGMA synchronous").scalar()
             connection.exec_driver_sql("PRAGMA synchronous=NORMAL")
-            info.setdefault(_RESTORE_KEY, before)
+            info[_RESTORE_KEY] = info[_DEFAULT_KEY]
             return True
     except DBAPIError as exc:  # e.g. a transaction already holds writes: keep full durability
         log.debug("commit durability not relaxed: %s", exc)

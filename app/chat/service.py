@@ -20,12 +20,13 @@ from datetime import datetime
 from typing import Any
 
 from flask import url_for
-from sqlalchemy import func, select
+from sqlalchemy import JSON, func, null, select
 from sqlalchemy.orm import Session
 
+from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
-from app.chat.text import asks_for_human, html_to_text
-from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id
+from app.chat.text import asks_for_human
+from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id, utcnow
 from app.nlp.types import Decision
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 PENDING_NOTICE = "Thanks for your patience: a person from our team will answer here shortly."
 OPEN_REVIEW_STATUSES = ("pending", "claimed")
 HISTORY_LIMIT = 200
+MAX_SUGGESTIONS = 5
 
 # Reasons this module escalates with (the router's own reasons come from the Decision).
 REASON_MODELS_UNAVAILABLE = "models_unavailable"
@@ -49,7 +51,7 @@ class Turn:
     conversation: Conversation
     customer: Message
     bot: Message
-    article: Article | None
+    article: ArticleView | None
     suggestions: list[dict[str, str]]
 
 
@@ -75,29 +77,20 @@ def _next_seq(session: Session, conversation_id: str) -> int:
     return 0 if current is None else current + 1
 
 
-def _published_article(session: Session, slug: str | None) -> Article | None:
-    if not slug:
-        return None
-    return session.scalar(select(Article).where(Article.slug == slug, Article.published.is_(True)))
-
-
-def _suggestions(session: Session, decision: Decision | None, exclude: str | None) -> list[dict]:
+def _suggestions(session: Session, decision: Decision | None, exclude: str | None,
+                 articles: ArticleCache, revision: object) -> list[dict]:
     if decision is None:
         return []
-    slugs = [c.slug for c in decision.suggestions if c.slug != exclude]
-    if not slugs:
-        return []
-    titles = dict(session.execute(
-        select(Article.slug, Article.title).where(Article.slug.in_(slugs),
-                                                  Article.published.is_(True))
-    ).all())
-    seen: set[str] = set()
-    out = []
-    for slug in slugs:
-        if slug in titles and slug not in seen:
-            seen.add(slug)
-            out.append({"slug": slug, "title": titles[slug]})
-    return out[:5]
+    out: list[dict] = []
+    for candidate in decision.suggestions:
+        if candidate.slug == exclude or any(s["slug"] == candidate.slug for s in out):
+            continue
+        view = articles.get(session, candidate.slug, revision)
+        if view is not None:
+            out.append({"slug": view.slug, "title": view.title})
+        if len(out) == MAX_SUGGESTIONS:
+            break
+    return out
 
 
 @dataclass
@@ -133,7 +126,7 @@ def _escalate(session: Session, conversation: Conversation, customer: Message, r
 
 
 def _escalation_reason(wants_person: bool, outcome: EngineOutcome,
-                       article: Article | None) -> str | None:
+                       article: ArticleView | None) -> str | None:
     """Why this turn goes to a person, or None when the bot answers it."""
     decision = outcome.decision
     if wants_person:
@@ -148,7 +141,7 @@ def _escalation_reason(wants_person: bool, outcome: EngineOutcome,
 
 
 def handle_message(session: Session, *, engine, text: str, conversation: Conversation | None,
-                   client_key: str, handoff: bool,
+                   client_key: str, handoff: bool, articles: ArticleCache,
                    relaxed_commit: bool = False) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
@@ -162,36 +155,64 @@ def handle_message(session: Session, *, engine, text: str, conversation: Convers
         outcome = _ask_engine(engine, text)
     decision = outcome.decision
     proposed = decision.article if decision is not None else None
-    article = _published_article(session, proposed.slug if proposed else None)
+    revision = getattr(engine, "revisions", None)
+    article = articles.get(session, proposed.slug, revision) if proposed else None
     reason = _escalation_reason(wants_person, outcome, article)
-    suggestions = _suggestions(session, decision, article.slug if article else None)
+    suggestions = _suggestions(session, decision, article.slug if article else None, articles,
+                               revision)
     seq = 0 if conversation is None else _next_seq(session, conversation.id)
 
-    if relaxed_commit and reason is None:
-        relax_commit_durability(session)
+    new_conversation = conversation is None
     if conversation is None:
         conversation = Conversation(id=new_id(), client_key=client_key, status="open")
-        session.add(conversation)
     trace = _json_safe(decision.trace) if decision is not None else {}
     trace = {**trace, "escalation_reason": reason}
+    route = decision.route if decision is not None else None
+    intent = decision.intent if decision is not None else None
     customer = Message(id=new_id(), conversation_id=conversation.id, seq=seq, role="customer",
-                       text=text, route=decision.route if decision is not None else None,
-                       intent=decision.intent if decision is not None else None)
+                       text=text, route=route, intent=intent)
     bot = Message(
         id=new_id(), conversation_id=conversation.id, seq=seq + 1, role="bot",
         in_reply_to=customer.id, status="pending_review" if reason else "answered",
-        text=html_to_text(article.body_html) if article else "",
-        html=article.body_html if article else None,
+        text=article.text if article else "", html=article.html if article else None,
         article_slug=article.slug if article else None,
         confidence=float(decision.confidence) if decision is not None else None,
-        route=customer.route, intent=customer.intent, trace=trace,
+        route=route, intent=intent, trace=trace,
     )
-    session.add_all([customer, bot])
     if reason:
+        if new_conversation:
+            session.add(conversation)
+        session.add_all([customer, bot])
         _escalate(session, conversation, customer, reason, bot if decision is not None else None)
     else:
-        session.commit()
+        _store_answered_turn(session, conversation if new_conversation else None,
+                             [customer, bot], relaxed_commit)
     return Turn(conversation, customer, bot, article if not reason else None, suggestions)
+
+
+def _store_answered_turn(session: Session, new_conversation: Conversation | None,
+                         messages: list[Message], relaxed_commit: bool) -> None:
+    """One transaction of plain Core INSERTs: an answered turn is the hot path, and the ORM's
+    unit of work cost several times more than the INSERTs themselves (measured here)."""
+    if relaxed_commit:
+        relax_commit_durability(session)
+    now = utcnow()
+    if new_conversation is not None:
+        session.execute(Conversation.__table__.insert(),
+                        [_row(new_conversation, created_at=now, updated_at=now)])
+    session.execute(Message.__table__.insert(), [_row(m, created_at=now) for m in messages])
+    session.commit()
+
+
+def _row(obj, **values: Any) -> dict[str, Any]:
+    """Every column of a transient ORM object as INSERT parameters (unset ones are NULL)."""
+    state = obj.__dict__
+    row = {c.key: state.get(c.key) for c in obj.__table__.columns}
+    row.update(values)
+    for column in obj.__table__.columns:
+        if row[column.key] is None and isinstance(column.type, JSON):
+            row[column.key] = null()  # SQL NULL, not the JSON text 'null'
+    return row
 
 
 def article_ref(slug: str, title: str) -> dict[str, str]:
