@@ -318,7 +318,6 @@ class BM25Retriever:
         return cls(rows, owners, len(self.docs), per_article, self.settings)
 
     def _init_lookup(self) -> None:
-        self.intent_of = np.array([d.intent or "" for d in self.docs], dtype=object)
         self._intent_rows: dict[str, np.ndarray] = {}
         for index, doc in enumerate(self.docs):
             if doc.intent:
