@@ -221,11 +221,19 @@ def test_a_simple_question_gets_an_answer_with_its_article_link(page, answering_
         assert link.get_attribute("href") == f"{url}/kb/{slug}"
         assert page.locator(".td-msg--bot .td-article").count() == 1
         assert page.locator(".td-feedback button").count() == 2
-        page.click(".td-feedback button[data-helpful=true]")
-        page.wait_for_selector(".td-feedback--done")
+        # A long answer is shown from its start, with the question still in view.
+        question_in_view = page.evaluate("""() => {
+            const log = document.querySelector('.td-log').getBoundingClientRect();
+            const asked = [...document.querySelectorAll('.td-msg--customer')].pop();
+            return asked.getBoundingClientRect().top >= log.top - 1;
+        }""")
+        assert question_in_view
         if os.environ.get("TIERDESK_UPDATE_SCREENSHOT") == "1":
             SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.wait_for_timeout(300)
             page.screenshot(path=str(SCREENSHOT))
+        page.click(".td-feedback button[data-helpful=true]")
+        page.wait_for_selector(".td-feedback--done")
     [vote] = _rows(db_url, Feedback)
     assert vote.helpful is True
     bots = [m for m in _rows(db_url, Message) if m.role == "bot"]
