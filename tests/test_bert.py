@@ -105,6 +105,9 @@ def test_predicts_held_out_paraphrases(tier: BertTier):
         assert result.model_version == tier.version
         probs = [p for _, p in result.intents]
         assert probs == sorted(probs, reverse=True)
+    validation = tier.metadata["validation"]  # one example per intent was held out
+    assert validation["n"] == len(TRAIN)
+    assert 0.0 <= validation["intent_accuracy"] <= 1.0
 
 
 @pytest.mark.slow
@@ -151,3 +154,17 @@ def test_article_without_known_intent_is_reachable_and_set_kb_picks_it_up(tier: 
         assert "junior-savings" not in dict(after.intents)  # the head never saw it
     finally:
         tier.set_kb(_entries())
+
+
+def test_train_rejects_mismatched_or_empty_input():
+    with pytest.raises(ValueError, match="2 texts but 1 labels"):
+        BertTier.train(["a", "b"], ["x"], [], progress=False)
+    with pytest.raises(ValueError, match="no training examples"):
+        BertTier.train([], [], [], progress=False)
+
+
+def test_load_and_bert_path_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no BERT tier saved"):
+        BertTier.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="not a local checkpoint"):
+        BertTier.train(["a"], ["x"], [], bert_path=tmp_path, progress=False)

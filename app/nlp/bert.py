@@ -213,17 +213,28 @@ def fit_softmax_head(
     return weights.detach().numpy().copy(), bias.detach().numpy().copy()
 
 
+def group_max(sims: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """Column-wise max of ``sims`` (n, m) per group; ``groups`` (m,) must be sorted ascending.
+
+    Groups without columns get -1 (the lowest cosine). reduceat over contiguous segments is
+    much faster than ``np.maximum.at`` on every query.
+    """
+    out = np.full((sims.shape[0], n_groups), -1.0, dtype=np.float32)
+    if sims.shape[1] == 0:
+        return out
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    out[:, groups[starts]] = np.maximum.reduceat(sims, starts, axis=1)
+    return out
+
+
 def knn_probabilities(
     vectors: np.ndarray, memory: np.ndarray, memory_labels: np.ndarray, n_labels: int
 ) -> np.ndarray:
     """Per label, the best cosine similarity to its training examples, softmaxed (KNN_TEMPERATURE).
 
-    Labels without any example in memory get probability 0.
+    ``memory_labels`` must be sorted; labels without any example in memory get probability 0.
     """
-    best = np.full((len(vectors), n_labels), -1.0, dtype=np.float32)
-    if len(memory):
-        sims = vectors @ memory.T
-        np.maximum.at(best.T, memory_labels, sims.T)
+    best = group_max(vectors @ memory.T, memory_labels, n_labels)
     present = np.zeros(n_labels, dtype=bool)
     present[memory_labels] = True
     logits = np.where(present, best / KNN_TEMPERATURE, -np.inf)
@@ -264,8 +275,9 @@ class BertTier:
         if memory is None or memory_labels is None:
             memory = np.zeros((0, encoder.dim), dtype=np.float32)
             memory_labels = np.zeros(0, dtype=np.int64)
-        self.memory = np.ascontiguousarray(memory, dtype=np.float32)
-        self.memory_labels = np.asarray(memory_labels, dtype=np.int64)
+        order = np.argsort(memory_labels, kind="stable")  # group_max needs sorted labels
+        self.memory = np.ascontiguousarray(memory[order], dtype=np.float32)
+        self.memory_labels = np.asarray(memory_labels, dtype=np.int64)[order]
         self.head_weight = float(head_weight)
         self.knn_share = float(knn_share) if len(self.memory) else 0.0
         self.version = version
@@ -443,9 +455,7 @@ class BertTier:
         probs = self.intent_probabilities(vectors)
         if not entries:
             return probs, np.zeros((len(vectors), 0), dtype=np.float32), entries
-        sims = vectors @ matrix.T
-        best_sim = np.full((len(vectors), len(entries)), -1.0, dtype=np.float32)
-        np.maximum.at(best_sim.T, owners, sims.T)
+        best_sim = group_max(vectors @ matrix.T, owners, len(entries))
         known = entry_label >= 0
         head_part = np.zeros_like(best_sim)
         head_part[:, known] = probs[:, entry_label[known]]
@@ -499,14 +509,15 @@ def _validate_head(
     held = np.zeros(len(y), dtype=bool)
     for label in range(n_labels):
         members = np.flatnonzero(y == label)
-        n_held = int(len(members) * VALIDATION_SHARE)
+        n_held = round(len(members) * VALIDATION_SHARE) if len(members) >= 5 else 0
         if n_held:
             held[rng.choice(members, n_held, replace=False)] = True
     if held.sum() < n_labels or (~held).sum() < n_labels:
         return None, None
     weights, bias = fit_softmax_head(x[~held], y[~held], n_labels)
     probs = _softmax(x[held] @ weights.T + bias)
-    knn = knn_probabilities(x[held], x[~held], y[~held], n_labels)
+    order = np.argsort(y[~held], kind="stable")
+    knn = knn_probabilities(x[held], x[~held][order], y[~held][order], n_labels)
     blend = (1.0 - KNN_SHARE) * probs + KNN_SHARE * knn
     truth = y[held]
     metrics = {
