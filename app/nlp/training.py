@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import json
@@ -284,18 +285,11 @@ def _train_bert(texts, labels, entries, *, bert_path, quantize, progress, seed):
 def bert_with_kb(bert, entries, reuse_from=None):
     """A BERT tier sharing ``bert``'s encoder and head, indexed on ``entries``.
 
-    A new object, so that requests still using a previous router keep a complete index; KB
-    texts already embedded by ``reuse_from`` (same base encoder) are not embedded again.
+    A shallow copy (``set_kb`` assigns new arrays, never mutates them), so requests still using
+    a previous router keep a complete index; KB texts already embedded by ``reuse_from`` (same
+    base encoder) are not embedded again.
     """
-    clone = type(bert)(
-        bert.encoder,
-        bert.labels,
-        bert.weights,
-        bert.bias,
-        head_weight=bert.head_weight,
-        version=bert.version,
-        metadata=bert.metadata,
-    )
+    clone = copy.copy(bert)
     source = reuse_from if reuse_from is not None else bert
     clone._text_cache = dict(getattr(source, "_text_cache", {}))
     clone.set_kb(entries)
