@@ -13,7 +13,8 @@ of the intents declared ``tier: simple``) to ``POST /api/v1/chat``.
 1. Maximum sustained rate: closed loop at increasing concurrency (1, 2, 4, 8, 16 connections,
    10 s each); the best throughput without errors.
 2. Latency at 80 % of it: open loop (requests scheduled at a fixed rate, latency measured from
-   the scheduled time so that a stalled server cannot hide its queueing), 20 s.
+   the scheduled time so that a stalled server cannot hide its queueing), 2x the step time;
+   then at 50 % and 25 % to show where the p99 target holds on a busy machine.
 
 Both runs are made with the per-process answer cache off (every request goes through the
 engine) and, for comparison, on. Writes bench/out/load.json and prints Markdown tables.
@@ -48,6 +49,7 @@ HOST = "127.0.0.1"
 TARGET_RPS = 300
 TARGET_P99_MS = 50.0
 CONCURRENCY_STEPS = (1, 2, 4, 8, 16)
+OPEN_LOOP_SHARES = (0.8, 0.5, 0.25)
 
 
 # ---------------------------------------------------------------- questions
@@ -214,12 +216,15 @@ def generate(port: int, seconds: float) -> dict:
             break  # past the knee: more connections only queue
     clean = [s for s in steps if s["errors"] == 0] or steps
     best = max(clean, key=lambda s: s["rps"])
-    rate = round(0.8 * best["rps"], 1)
-    at80 = open_loop(port, questions, rate, seconds * 2)
-    print(f"  open loop at {rate} req/s: p50 {at80['p50_ms']} ms p99 {at80['p99_ms']} ms "
-          f"errors {at80['errors']}", file=sys.stderr)
+    open_runs = {}
+    for share in OPEN_LOOP_SHARES:  # 80 % is the target; lower shares show where p99 holds
+        rate = round(share * best["rps"], 1)
+        run = open_loop(port, questions, rate, seconds * 2)
+        open_runs[f"{round(share * 100)}%"] = run
+        print(f"  open loop at {rate} req/s ({share:.0%}): p50 {run['p50_ms']} ms "
+              f"p99 {run['p99_ms']} ms errors {run['errors']}", file=sys.stderr)
     return {"warmup": warm, "closed_loop": steps, "max_sustained_rps": best["rps"],
-            "open_loop_80": at80}
+            "open_loop_80": open_runs["80%"], "open_loop": open_runs}
 
 
 # ---------------------------------------------------------------- server set-up
@@ -366,20 +371,18 @@ def _delete_prefix(url: str, prefix: str) -> None:
 
 def _table(results: dict[str, dict]) -> list[str]:
     lines = [
-        "| answer cache | max sustained (req/s) | best concurrency | rate at 80 % (req/s) "
-        "| p50 at 80 % (ms) | p99 at 80 % (ms) | errors | outcomes at 80 % |",
+        "| answer cache | max sustained, closed loop (req/s) | open loop rate (share of max) "
+        "| achieved (req/s) | p50 (ms) | p99 (ms) | errors | outcomes |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, r in results.items():
-        best = max((s for s in r["closed_loop"] if s["errors"] == 0),
-                   key=lambda s: s["rps"], default=r["closed_loop"][0])
-        at80 = r["open_loop_80"]
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(at80["outcomes"].items()))
-        lines.append(
-            f"| {label} | {r['max_sustained_rps']:.0f} | {best['connections']} "
-            f"| {at80['target_rate']:.0f} ({at80['rps']:.0f} achieved) | {at80['p50_ms']:.1f} "
-            f"| {at80['p99_ms']:.1f} | {at80['errors']} | {outcomes} |"
-        )
+        for share, run in r["open_loop"].items():
+            outcomes = ", ".join(f"{k} {v}" for k, v in sorted(run["outcomes"].items()))
+            lines.append(
+                f"| {label} | {r['max_sustained_rps']:.0f} | {run['target_rate']:.0f} ({share}) "
+                f"| {run['rps']:.0f} | {run['p50_ms']:.1f} | {run['p99_ms']:.1f} "
+                f"| {run['errors']} | {outcomes} |"
+            )
     return lines
 
 
