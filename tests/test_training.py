@@ -197,3 +197,26 @@ def test_faq_only_company_gets_a_working_bot(app, tmp_path):
     assert engine.ready, engine.not_ready_reason
     assert engine.answer("when do you open on saturday").article.slug == "opening-hours"
     assert engine.answer("I forgot my password again").article.slug == "lost-password"
+
+
+def test_models_cli_lists_and_rolls_back(app):
+    from app.cli import main
+
+    models_dir = app.config["MODELS_DIR"]
+    for version, when in (("v1", "2026-01-01T00:00:00Z"), ("v2", "2026-02-01T00:00:00Z")):
+        version_folder(models_dir, version).mkdir(parents=True)
+        (version_folder(models_dir, version) / MANIFEST).write_text(
+            json.dumps({"version": version, "trained_at": when, "data_hash": "ab" * 32})
+        )
+    activate(models_dir, "v2")
+    runner = app.test_cli_runner()
+    listed = runner.invoke(main, ["models", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines()[0].startswith("* v2")
+    rolled = runner.invoke(main, ["models", "activate", "v1"])
+    assert rolled.exit_code == 0, rolled.output
+    assert current_version(models_dir) == "v1"
+    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        assert get_revision(session, MODEL_REVISION) == 1
+    missing = runner.invoke(main, ["models", "activate", "v9"])
+    assert missing.exit_code != 0 and "no model version 'v9'" in missing.output

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 from flask import current_app
+from flask.cli import AppGroup
 
 from app.nlp.thresholds import DEFAULTS, THRESHOLDS_FILE, ThresholdsError
 from app.nlp.training import TrainingError
@@ -180,7 +181,7 @@ def eval_command(
     click.echo(format_table(report))
 
 
-@click.group("models")
+@click.group("models", cls=AppGroup)
 def models_group() -> None:
     """Trained model versions (list, roll back)."""
 
