@@ -8,7 +8,8 @@ round trip per request.
 
 When Redis cannot be reached the request is allowed (fail open): a support chat that refuses
 customers because its rate limiter is down would do more harm than a short burst of traffic.
-The failure is logged, at most once a minute per process.
+The failure is logged, at most once a minute per process, and Redis is left alone for a few
+seconds before the next try.
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ class RateLimiter:
     """Counts requests per client and bucket in Redis; see the module docstring."""
 
     _LOG_EVERY_S = 60.0
+    # After a Redis error, requests are allowed without asking Redis for this long, so that a
+    # Redis outage (with the client's connect timeouts and retries) does not slow every request.
+    _SKIP_AFTER_FAILURE_S = 5.0
 
     def __init__(self, client: redis.Redis, prefix: str, limit: Limit | None) -> None:
         self.client = client
@@ -102,11 +106,14 @@ class RateLimiter:
         self.limit = limit
         self._script = client.register_script(_INCR_SCRIPT)
         self._last_failure_log = 0.0
+        self._skip_until = 0.0
 
     def hit(self, bucket: str, key: str, scale: int = 1) -> Verdict:
         """Count one request of ``key`` in ``bucket``; ``scale`` multiplies the budget."""
         if self.limit is None:
             return Verdict(True, -1, 0)
+        if time.monotonic() < self._skip_until:
+            return Verdict(True, -1, 0)  # Redis failed moments ago: do not wait on it again
         budget = self.limit.requests * scale
         window = int(time.time() // self.limit.seconds)
         redis_key = f"{self.prefix}ratelimit:{bucket}:{key}:{window}"
@@ -122,6 +129,7 @@ class RateLimiter:
 
     def _log_failure(self, exc: Exception) -> None:
         now = time.monotonic()
+        self._skip_until = now + self._SKIP_AFTER_FAILURE_S
         if now - self._last_failure_log >= self._LOG_EVERY_S:
             self._last_failure_log = now
             log.warning("rate limiter cannot reach Redis, allowing requests: %s", exc)

@@ -78,8 +78,7 @@ def _connection(port: int) -> http.client.HTTPConnection:
 
 
 def _post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, dict | None]:
-    conn.request("POST", "/api/v1/chat", body=body,
-                 headers={"Content-Type": "application/json"})
+    conn.request("POST", "/api/v1/chat", body=body, headers={"Content-Type": "application/json"})
     resp = conn.getresponse()
     data = resp.read()
     try:
@@ -142,8 +141,9 @@ def closed_loop(port: int, questions: list[str], connections: int, seconds: floa
     return _summary(recorder, elapsed, connections=connections)
 
 
-def open_loop(port: int, questions: list[str], rate: float, seconds: float,
-              connections: int = 32) -> dict:
+def open_loop(
+    port: int, questions: list[str], rate: float, seconds: float, connections: int = 32
+) -> dict:
     """Requests scheduled at ``rate`` per second, spread over ``connections``; latency counts
     from the scheduled send time (no coordinated omission)."""
     recorder = Recorder()
@@ -210,8 +210,11 @@ def generate(port: int, seconds: float) -> dict:
     for connections in CONCURRENCY_STEPS:
         result = closed_loop(port, questions, connections, seconds)
         steps.append(result)
-        print(f"  closed loop {connections:>2} connections: {result['rps']:7.1f} req/s "
-              f"p99 {result['p99_ms']:.1f} ms errors {result['errors']}", file=sys.stderr)
+        print(
+            f"  closed loop {connections:>2} connections: {result['rps']:7.1f} req/s "
+            f"p99 {result['p99_ms']:.1f} ms errors {result['errors']}",
+            file=sys.stderr,
+        )
         if len(steps) >= 2 and result["rps"] < 0.97 * max(s["rps"] for s in steps[:-1]):
             break  # past the knee: more connections only queue
     clean = [s for s in steps if s["errors"] == 0] or steps
@@ -221,10 +224,18 @@ def generate(port: int, seconds: float) -> dict:
         rate = round(share * best["rps"], 1)
         run = open_loop(port, questions, rate, seconds * 2)
         open_runs[f"{round(share * 100)}%"] = run
-        print(f"  open loop at {rate} req/s ({share:.0%}): p50 {run['p50_ms']} ms "
-              f"p99 {run['p99_ms']} ms errors {run['errors']}", file=sys.stderr)
-    return {"warmup": warm, "closed_loop": steps, "max_sustained_rps": best["rps"],
-            "open_loop_80": open_runs["80%"], "open_loop": open_runs}
+        print(
+            f"  open loop at {rate} req/s ({share:.0%}): p50 {run['p50_ms']} ms "
+            f"p99 {run['p99_ms']} ms errors {run['errors']}",
+            file=sys.stderr,
+        )
+    return {
+        "warmup": warm,
+        "closed_loop": steps,
+        "max_sustained_rps": best["rps"],
+        "open_loop_80": open_runs["80%"],
+        "open_loop": open_runs,
+    }
 
 
 # ---------------------------------------------------------------- server set-up
@@ -257,8 +268,9 @@ def _tierdesk(env: dict, *args: str) -> None:
 def _pg_database() -> tuple[str, Callable[[], None]]:
     from sqlalchemy import create_engine, text
 
-    admin_url = os.environ.get("TIERDESK_TEST_PG_URL",
-                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    admin_url = os.environ.get(
+        "TIERDESK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    )
     name = f"tierdesk_bench_{uuid.uuid4().hex[:8]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -329,16 +341,30 @@ def run_server_and_measure(db: str, seconds: float, cache_size: int) -> dict:
         _tierdesk(env, "intents", "load")
         _tierdesk(env, "kb", "import", str(ROOT / "knowledge_base"))
         server = subprocess.Popen(
-            [str(VENV_BIN / "gunicorn"), "-c", str(ROOT / "ops" / "gunicorn.conf.py"),
-             "--bind", f"{HOST}:{port}", "--workers", "2", "--access-logfile", "/dev/null",
-             "app:create_app()"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [
+                str(VENV_BIN / "gunicorn"),
+                "-c",
+                str(ROOT / "ops" / "gunicorn.conf.py"),
+                "--bind",
+                f"{HOST}:{port}",
+                "--workers",
+                "2",
+                "--access-logfile",
+                "/dev/null",
+                "app:create_app()",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         ready = _wait_ready(port, server)
         generator = subprocess.run(
             [sys.executable, __file__, "--generate", str(port), "--seconds", str(seconds)],
-            cwd=ROOT, capture_output=True, text=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         )
         sys.stderr.write(generator.stderr)
         if generator.returncode != 0:
@@ -390,8 +416,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "pg"], default="sqlite")
     parser.add_argument("--seconds", type=float, default=10.0, help="per closed-loop step")
-    parser.add_argument("--allow-untrained", action="store_true",
-                        help="measure even without models (every question goes to review)")
+    parser.add_argument(
+        "--allow-untrained",
+        action="store_true",
+        help="measure even without models (every question goes to review)",
+    )
     parser.add_argument("--generate", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate:
@@ -409,15 +438,19 @@ def main() -> int:
         results[label] = run_server_and_measure(args.db, args.seconds, cache_size)
     off = results["off"]
     verdict = {
-        "target_rps": TARGET_RPS, "target_p99_ms": TARGET_P99_MS,
+        "target_rps": TARGET_RPS,
+        "target_p99_ms": TARGET_P99_MS,
         "meets_rps": off["max_sustained_rps"] >= TARGET_RPS,
         "meets_p99": off["open_loop_80"]["p99_ms"] <= TARGET_P99_MS,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"db": args.db, "workers": 2, "results": results,
-                               "verdict": verdict}, indent=2))
-    print(f"#### Chat API under gunicorn, 2 workers, {args.db} (target >= {TARGET_RPS} req/s, "
-          f"p99 <= {TARGET_P99_MS:.0f} ms at 80 %)")
+    OUT.write_text(
+        json.dumps({"db": args.db, "workers": 2, "results": results, "verdict": verdict}, indent=2)
+    )
+    print(
+        f"#### Chat API under gunicorn, 2 workers, {args.db} (target >= {TARGET_RPS} req/s, "
+        f"p99 <= {TARGET_P99_MS:.0f} ms at 80 %)"
+    )
     print()
     print("\n".join(_table(results)))
     print()

@@ -23,37 +23,68 @@ from app.db import session_scope
 from app.models import Article, Message
 
 
-def add_article(db_url: str, slug: str, title: str, body_html: str, *, category: str | None = None,
-                questions: list[str] | None = None, published: bool = True) -> None:
+def add_article(
+    db_url: str,
+    slug: str,
+    title: str,
+    body_html: str,
+    *,
+    category: str | None = None,
+    questions: list[str] | None = None,
+    published: bool = True,
+) -> None:
     with session_scope(db_url) as session:
-        session.add(Article(slug=slug, title=title, body=body_html, body_html=body_html,
-                            category=category, tags=[], questions=questions or [],
-                            published=published))
+        session.add(
+            Article(
+                slug=slug,
+                title=title,
+                body=body_html,
+                body_html=body_html,
+                category=category,
+                tags=[],
+                questions=questions or [],
+                published=published,
+            )
+        )
 
 
 def add_message(db_url: str, conversation_id: str, role: str, text: str, **fields) -> str:
     """Append a message to a conversation (as the console does for a reviewer's reply)."""
     with session_scope(db_url) as session:
-        seq = session.scalar(select(func.max(Message.seq)).where(
-            Message.conversation_id == conversation_id))
-        message = Message(conversation_id=conversation_id, seq=(seq or 0) + 1, role=role,
-                          text=text, **fields)
+        seq = session.scalar(
+            select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
+        )
+        message = Message(
+            conversation_id=conversation_id, seq=(seq or 0) + 1, role=role, text=text, **fields
+        )
         session.add(message)
         session.flush()
         return message.id
 
 
 SAMPLE_ARTICLES = [
-    ("card-arrival", "Where is my new card?",
-     "<p>New cards arrive within <strong>5 working days</strong>.</p>"
-     "<p>If it has not come after 7 days, freeze it in the app and order another.</p>",
-     "card_arrival", ["My card has not come yet", "How long does card delivery take?"]),
-    ("exchange-rate", "Which exchange rate do you use?",
-     "<p>We use the interbank rate, updated every minute, plus a small fee at weekends.</p>",
-     "exchange_rate", ["What rate do I get abroad?"]),
-    ("top-up-by-card", "Top up with a card",
-     "<ul><li>Open the app</li><li>Choose <em>Add money</em></li></ul>",
-     "top_up_by_card_charge", ["How do I add money with my card?"]),
+    (
+        "card-arrival",
+        "Where is my new card?",
+        "<p>New cards arrive within <strong>5 working days</strong>.</p>"
+        "<p>If it has not come after 7 days, freeze it in the app and order another.</p>",
+        "card_arrival",
+        ["My card has not come yet", "How long does card delivery take?"],
+    ),
+    (
+        "exchange-rate",
+        "Which exchange rate do you use?",
+        "<p>We use the interbank rate, updated every minute, plus a small fee at weekends.</p>",
+        "exchange_rate",
+        ["What rate do I get abroad?"],
+    ),
+    (
+        "top-up-by-card",
+        "Top up with a card",
+        "<ul><li>Open the app</li><li>Choose <em>Add money</em></li></ul>",
+        "top_up_by_card_charge",
+        ["How do I add money with my card?"],
+    ),
 ]
 
 
@@ -61,14 +92,21 @@ SAMPLE_ARTICLES = [
 def sample_articles(db_url) -> list[str]:
     for slug, title, body, category, questions in SAMPLE_ARTICLES:
         add_article(db_url, slug, title, body, category=category, questions=questions)
-    add_article(db_url, "draft-article", "Unreleased card feature", "<p>Not yet.</p>",
-                category="card_arrival", published=False)
+    add_article(
+        db_url,
+        "draft-article",
+        "Unreleased card feature",
+        "<p>Not yet.</p>",
+        category="card_arrival",
+        published=False,
+    )
     return [a[0] for a in SAMPLE_ARTICLES]
 
 
 @pytest.fixture
 def make_app(tmp_path, db_url, redis_client, redis_prefix):
     """Build the test app with config overrides (same database and Redis prefix as ``app``)."""
+
     def build(**overrides):
         config = {
             "TESTING": True,

@@ -199,8 +199,9 @@ def _a_question_the_bot_answers(app) -> tuple[str, str]:
 
     db_url = app.config["SQLALCHEMY_DATABASE_URI"]
     with session_scope(db_url) as session:
-        articles = session.scalars(select(Article).where(Article.published.is_(True))
-                                   .order_by(Article.slug)).all()
+        articles = session.scalars(
+            select(Article).where(Article.published.is_(True)).order_by(Article.slug)
+        ).all()
         candidates = [(q, a.slug) for a in articles for q in a.questions[:2]]
     with app.app_context():
         engine = get_engine()

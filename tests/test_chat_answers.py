@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slow
 def _alternate_questions(db_url: str, limit: int = 12) -> list[tuple[str, str, str]]:
     """(question, article slug, intent) for the first alternate question of some articles."""
     with session_scope(db_url) as session:
-        articles = session.scalars(select(Article).where(Article.published.is_(True))
-                                   .order_by(Article.slug)).all()
+        articles = session.scalars(
+            select(Article).where(Article.published.is_(True)).order_by(Article.slug)
+        ).all()
         return [(a.questions[0], a.slug, a.category) for a in articles if a.questions][:limit]
 
 
@@ -72,8 +73,10 @@ def test_not_helpful_on_a_live_answer_goes_to_review_with_the_draft(trained_app)
             break
     else:
         pytest.fail("no question was answered")
-    vote = client.post(f"/api/v1/messages/{body['message_id']}/feedback",
-                       json={"helpful": False, "comment": "wrong article"}).get_json()
+    vote = client.post(
+        f"/api/v1/messages/{body['message_id']}/feedback",
+        json={"helpful": False, "comment": "wrong article"},
+    ).get_json()
     assert vote["escalated"] is True
     with session_scope(db_url) as session:
         item = session.scalar(select(ReviewItem))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 import redis
 from fixtures_chat import add_message
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from sqlalchemy import func, select
 
 from app.chat.service import PENDING_NOTICE
@@ -58,8 +60,11 @@ def test_without_models_the_message_is_stored_and_handed_to_a_person(client, db_
     assert bot.status == "pending_review"
     assert bot.trace["escalation_reason"] == "models_unavailable"
     [item] = _rows(db_url, ReviewItem)
-    assert (item.reason, item.message_id, item.status) == ("models_unavailable", customer.id,
-                                                           "pending")
+    assert (item.reason, item.message_id, item.status) == (
+        "models_unavailable",
+        customer.id,
+        "pending",
+    )
     [conversation] = _rows(db_url, Conversation)
     assert conversation.status == "pending_review"
     assert conversation.client_key and "127.0.0.1" not in conversation.client_key
@@ -71,9 +76,15 @@ def test_a_conversation_continues_with_its_id_in_order(client, db_url):
     assert second["conversation_id"] == first["conversation_id"]
     messages = client.get(f"/api/v1/conversations/{first['conversation_id']}").get_json()
     assert [(m["seq"], m["role"]) for m in messages["messages"]] == [
-        (0, "customer"), (1, "bot"), (2, "customer"), (3, "bot")]
+        (0, "customer"),
+        (1, "bot"),
+        (2, "customer"),
+        (3, "bot"),
+    ]
     assert [m["text"] for m in messages["messages"] if m["role"] == "customer"] == [
-        "hello", "are you there?"]
+        "hello",
+        "are you there?",
+    ]
     assert len(_rows(db_url, Conversation)) == 1
 
 
@@ -85,8 +96,9 @@ def test_conversation_shows_a_persons_reply_and_stops_waiting_when_resolved(clie
     assert waiting["messages"][1]["text"] == PENDING_NOTICE
 
     customer_id = waiting["messages"][0]["id"]
-    reply_id = add_message(db_url, cid, "agent", "I found it: it arrives <b>tomorrow</b>.",
-                           in_reply_to=customer_id)
+    reply_id = add_message(
+        db_url, cid, "agent", "I found it: it arrives <b>tomorrow</b>.", in_reply_to=customer_id
+    )
     with session_scope(db_url) as session:
         session.scalar(select(ReviewItem)).status = "resolved"
 
@@ -100,16 +112,30 @@ def test_conversation_shows_a_persons_reply_and_stops_waiting_when_resolved(clie
 
 def test_a_bots_draft_is_kept_for_the_reviewer_but_not_shown_to_the_customer(client, db_url):
     cid = _chat(client, "hi").get_json()["conversation_id"]
-    add_message(db_url, cid, "bot", "Unsure draft about fees", status="pending_review",
-                article_slug="card-arrival", confidence=0.2)
+    add_message(
+        db_url,
+        cid,
+        "bot",
+        "Unsure draft about fees",
+        status="pending_review",
+        article_slug="card-arrival",
+        confidence=0.2,
+    )
     shown = client.get(f"/api/v1/conversations/{cid}").get_json()["messages"][-1]
     assert shown["text"] == PENDING_NOTICE and shown["article"] is None and shown["html"] is None
 
 
-@pytest.mark.parametrize("message", [
-    "Can I talk to a real person?", "human please", "I want to speak to an agent",
-    "connect me to a representative", "AGENT", "let me chat with someone",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Can I talk to a real person?",
+        "human please",
+        "I want to speak to an agent",
+        "connect me to a representative",
+        "AGENT",
+        "let me chat with someone",
+    ],
+)
 def test_asking_for_a_person_escalates_without_a_bot_answer(client, db_url, message):
     body = _chat(client, message).get_json()
     assert body["status"] == "pending_review" and body["answer"] is None
@@ -142,18 +168,21 @@ def test_control_characters_are_stripped_and_any_script_or_emoji_is_kept(client,
     assert customer.text == f"[31m{text}"
 
 
-@pytest.mark.parametrize(("payload", "code"), [
-    ({"message": ""}, "message_empty"),
-    ({"message": " \n\t "}, "message_empty"),
-    ({"message": "\x00\x01\x02"}, "message_empty"),
-    ({"message": "x" * 2001}, "message_too_long"),
-    ({}, "missing_field"),
-    ({"message": None}, "missing_field"),
-    ({"message": 42}, "invalid_field"),
-    ({"message": ["hi"]}, "invalid_field"),
-    ({"message": "hi", "conversation_id": 7}, "invalid_field"),
-    ({"message": "hi", "handoff": "yes"}, "invalid_field"),
-])
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ({"message": ""}, "message_empty"),
+        ({"message": " \n\t "}, "message_empty"),
+        ({"message": "\x00\x01\x02"}, "message_empty"),
+        ({"message": "x" * 2001}, "message_too_long"),
+        ({}, "missing_field"),
+        ({"message": None}, "missing_field"),
+        ({"message": 42}, "invalid_field"),
+        ({"message": ["hi"]}, "invalid_field"),
+        ({"message": "hi", "conversation_id": 7}, "invalid_field"),
+        ({"message": "hi", "handoff": "yes"}, "invalid_field"),
+    ],
+)
 def test_invalid_messages_get_400_and_store_nothing(client, db_url, payload, code):
     _error(client.post("/api/v1/chat", json=payload), 400, code)
     assert _rows(db_url, Message) == [] and _rows(db_url, Conversation) == []
@@ -165,26 +194,31 @@ def test_message_limits_count_characters_after_trimming(client, db_url):
     _error(_chat(client, "🙂" * 2001), 400, "message_too_long")
 
 
-@pytest.mark.parametrize(("data", "content_type", "status", "code"), [
-    ("{", "application/json", 400, "invalid_json"),
-    ('"just a string"', "application/json", 400, "invalid_json"),
-    ("[1, 2]", "application/json", 400, "invalid_json"),
-    (b'{"message": "\xff\xfe"}', "application/json", 400, "invalid_json"),
-    ("[" * 5000 + "]" * 5000, "application/json", 400, "invalid_json"),
-    ('{"message": "hi"}', "text/plain", 415, "unsupported_media_type"),
-    ("message=hi", "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
-    ('{"message": "hi"}', None, 415, "unsupported_media_type"),
-])
-def test_bodies_that_are_not_a_json_object_are_refused(client, db_url, data, content_type,
-                                                       status, code):
+@pytest.mark.parametrize(
+    ("data", "content_type", "status", "code"),
+    [
+        ("{", "application/json", 400, "invalid_json"),
+        ('"just a string"', "application/json", 400, "invalid_json"),
+        ("[1, 2]", "application/json", 400, "invalid_json"),
+        (b'{"message": "\xff\xfe"}', "application/json", 400, "invalid_json"),
+        ("[" * 5000 + "]" * 5000, "application/json", 400, "invalid_json"),
+        ('{"message": "hi"}', "text/plain", 415, "unsupported_media_type"),
+        ("message=hi", "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
+        ('{"message": "hi"}', None, 415, "unsupported_media_type"),
+    ],
+)
+def test_bodies_that_are_not_a_json_object_are_refused(
+    client, db_url, data, content_type, status, code
+):
     headers = {"Content-Type": content_type} if content_type else {}
     _error(client.post("/api/v1/chat", data=data, headers=headers), status, code)
     assert _rows(db_url, Message) == []
 
 
 def test_bodies_over_64_kib_get_413_json(client, db_url):
-    resp = client.post("/api/v1/chat", data='{"message": "' + "a" * 70_000 + '"}',
-                       content_type="application/json")
+    resp = client.post(
+        "/api/v1/chat", data='{"message": "' + "a" * 70_000 + '"}', content_type="application/json"
+    )
     _error(resp, 413, "payload_too_large")
     assert _rows(db_url, Message) == []
 
@@ -219,21 +253,39 @@ def answered(client, db_url, sample_articles):
         for item in session.scalars(select(ReviewItem)):
             item.status = "resolved"
     customer_id = add_message(db_url, body["conversation_id"], "customer", "and how long?")
-    bot_id = add_message(db_url, body["conversation_id"], "bot", "New cards arrive soon.",
-                         status="answered", article_slug="card-arrival", html="<p>x</p>",
-                         in_reply_to=customer_id, route="simple", intent="card_arrival",
-                         confidence=0.93)
-    return {"conversation_id": body["conversation_id"], "bot_id": bot_id,
-            "customer_id": customer_id}
+    bot_id = add_message(
+        db_url,
+        body["conversation_id"],
+        "bot",
+        "New cards arrive soon.",
+        status="answered",
+        article_slug="card-arrival",
+        html="<p>x</p>",
+        in_reply_to=customer_id,
+        route="simple",
+        intent="card_arrival",
+        confidence=0.93,
+    )
+    return {
+        "conversation_id": body["conversation_id"],
+        "bot_id": bot_id,
+        "customer_id": customer_id,
+    }
 
 
 def test_a_helpful_vote_is_stored_and_escalates_nothing(client, db_url, answered):
-    resp = client.post(f"/api/v1/messages/{answered['bot_id']}/feedback",
-                       json={"helpful": True, "comment": " Great\x00 "})
+    resp = client.post(
+        f"/api/v1/messages/{answered['bot_id']}/feedback",
+        json={"helpful": True, "comment": " Great\x00 "},
+    )
     assert resp.status_code == 200
     assert resp.get_json() | {"feedback_id": 0} == {
-        "feedback_id": 0, "message_id": answered["bot_id"], "helpful": True,
-        "escalated": False, "conversation_status": "open"}
+        "feedback_id": 0,
+        "message_id": answered["bot_id"],
+        "helpful": True,
+        "escalated": False,
+        "conversation_status": "open",
+    }
     [vote] = _rows(db_url, Feedback)
     assert (vote.message_id, vote.helpful, vote.comment) == (answered["bot_id"], True, "Great")
     assert [i.status for i in _rows(db_url, ReviewItem)] == ["resolved"]
@@ -254,8 +306,13 @@ def test_a_not_helpful_vote_sends_the_question_to_a_person_once(client, db_url, 
 
 
 def test_feedback_on_a_persons_reply_is_accepted(client, db_url, answered):
-    agent_id = add_message(db_url, answered["conversation_id"], "agent", "Here you go",
-                           in_reply_to=answered["customer_id"])
+    agent_id = add_message(
+        db_url,
+        answered["conversation_id"],
+        "agent",
+        "Here you go",
+        in_reply_to=answered["customer_id"],
+    )
     resp = client.post(f"/api/v1/messages/{agent_id}/feedback", json={"helpful": True})
     assert resp.status_code == 200
 
@@ -265,17 +322,26 @@ def test_feedback_errors(client, db_url, answered):
     _error(client.post(url, json={}), 400, "missing_field")
     _error(client.post(url, json={"helpful": "no"}), 400, "invalid_field")
     _error(client.post(url, json={"helpful": True, "comment": 5}), 400, "invalid_field")
-    _error(client.post(url, json={"helpful": True, "comment": "x" * 2001}), 400,
-           "comment_too_long")
-    _error(client.post(url, data="helpful", content_type="text/plain"), 415,
-           "unsupported_media_type")
-    _error(client.post(f"/api/v1/messages/{'0' * 32}/feedback", json={"helpful": True}), 404,
-           "message_not_found")
-    _error(client.post(f"/api/v1/messages/{answered['customer_id']}/feedback",
-                       json={"helpful": True}), 409, "not_an_answer")
+    _error(client.post(url, json={"helpful": True, "comment": "x" * 2001}), 400, "comment_too_long")
+    _error(
+        client.post(url, data="helpful", content_type="text/plain"), 415, "unsupported_media_type"
+    )
+    _error(
+        client.post(f"/api/v1/messages/{'0' * 32}/feedback", json={"helpful": True}),
+        404,
+        "message_not_found",
+    )
+    _error(
+        client.post(f"/api/v1/messages/{answered['customer_id']}/feedback", json={"helpful": True}),
+        409,
+        "not_an_answer",
+    )
     pending_bot = _chat(client, "another").get_json()["message_id"]
-    _error(client.post(f"/api/v1/messages/{pending_bot}/feedback", json={"helpful": False}),
-           409, "not_an_answer")
+    _error(
+        client.post(f"/api/v1/messages/{pending_bot}/feedback", json={"helpful": False}),
+        409,
+        "not_an_answer",
+    )
     assert _rows(db_url, Feedback) == []
 
 
@@ -291,11 +357,13 @@ def test_rate_limit_answers_429_with_retry_after(make_app, db_url):
     assert len(_rows(db_url, Message, role="customer")) == 3
     # Another client has its own budget; a forged X-Forwarded-For is not trusted by default.
     other = make_app(RATE_LIMIT="3/hour").test_client()
-    forged = other.post("/api/v1/chat", json={"message": "hi"},
-                        headers={"X-Forwarded-For": "203.0.113.9"})
+    forged = other.post(
+        "/api/v1/chat", json={"message": "hi"}, headers={"X-Forwarded-For": "203.0.113.9"}
+    )
     assert forged.status_code == 429
-    elsewhere = other.post("/api/v1/chat", json={"message": "hi"},
-                           environ_base={"REMOTE_ADDR": "198.51.100.7"})
+    elsewhere = other.post(
+        "/api/v1/chat", json={"message": "hi"}, environ_base={"REMOTE_ADDR": "198.51.100.7"}
+    )
     assert elsewhere.status_code == 200
 
 
@@ -303,8 +371,11 @@ def test_forwarded_for_is_used_behind_a_trusted_proxy(make_app):
     client = make_app(RATE_LIMIT="1/hour", TRUSTED_PROXIES=1).test_client()
 
     def ask(address):
-        return client.post("/api/v1/chat", json={"message": "hi"},
-                           headers={"X-Forwarded-For": f"10.9.9.9, {address}"}).status_code
+        return client.post(
+            "/api/v1/chat",
+            json={"message": "hi"},
+            headers={"X-Forwarded-For": f"10.9.9.9, {address}"},
+        ).status_code
 
     assert [ask("203.0.113.1"), ask("203.0.113.1"), ask("203.0.113.2")] == [200, 429, 200]
 
@@ -319,8 +390,14 @@ def test_polling_a_conversation_has_a_larger_budget_than_writing(make_app):
 
 
 def test_when_redis_is_down_chat_still_works_and_nothing_is_lost(make_app, db_url):
-    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2, socket_timeout=0.2,
-                       decode_responses=True)
+    dead = redis.Redis(
+        host="127.0.0.1",
+        port=1,
+        socket_connect_timeout=0.2,
+        socket_timeout=0.2,
+        decode_responses=True,
+        retry=Retry(NoBackoff(), 0),  # fail at once instead of retrying a server that is down
+    )
     client = make_app(REDIS_CLIENT=dead, RATE_LIMIT="1/hour").test_client()
     bodies = [_chat(client, f"question {i}") for i in range(3)]  # limit fails open
     assert [r.status_code for r in bodies] == [200, 200, 200]
@@ -332,36 +409,45 @@ def test_when_redis_is_down_chat_still_works_and_nothing_is_lost(make_app, db_ur
 
 def test_cors_allows_configured_origins_only(make_app, db_url):
     client = make_app(CORS_ORIGINS=["https://shop.example"]).test_client()
-    preflight = client.options("/api/v1/chat", headers={
-        "Origin": "https://shop.example", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "content-type"})
+    preflight = client.options(
+        "/api/v1/chat",
+        headers={
+            "Origin": "https://shop.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type",
+        },
+    )
     assert preflight.status_code == 204
     assert preflight.headers["Access-Control-Allow-Origin"] == "https://shop.example"
     assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
     assert "Content-Type" in preflight.headers["Access-Control-Allow-Headers"]
-    allowed = client.post("/api/v1/chat", json={"message": "hi"},
-                          headers={"Origin": "https://shop.example"})
+    allowed = client.post(
+        "/api/v1/chat", json={"message": "hi"}, headers={"Origin": "https://shop.example"}
+    )
     assert allowed.status_code == 200
     assert allowed.headers["Access-Control-Allow-Origin"] == "https://shop.example"
 
     evil = {"Origin": "https://evil.example"}
-    refused = client.options("/api/v1/chat",
-                             headers={**evil, "Access-Control-Request-Method": "POST"})
+    refused = client.options(
+        "/api/v1/chat", headers={**evil, "Access-Control-Request-Method": "POST"}
+    )
     _error(refused, 403, "origin_not_allowed")
     assert "Access-Control-Allow-Origin" not in refused.headers
     post = client.post("/api/v1/chat", json={"message": "hi"}, headers=evil)
     _error(post, 403, "origin_not_allowed")
     assert len(_rows(db_url, Message, role="customer")) == 1
 
-    same_site = client.post("/api/v1/chat", json={"message": "hi"},
-                            headers={"Origin": "http://localhost"})
+    same_site = client.post(
+        "/api/v1/chat", json={"message": "hi"}, headers={"Origin": "http://localhost"}
+    )
     assert same_site.status_code == 200
     assert "Access-Control-Allow-Origin" not in same_site.headers
 
 
 def test_no_cross_origin_access_by_default(client):
-    resp = client.post("/api/v1/chat", json={"message": "hi"},
-                       headers={"Origin": "https://shop.example"})
+    resp = client.post(
+        "/api/v1/chat", json={"message": "hi"}, headers={"Origin": "https://shop.example"}
+    )
     _error(resp, 403, "origin_not_allowed")
 
 

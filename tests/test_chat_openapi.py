@@ -30,8 +30,11 @@ def _check(spec, template, method, resp):
     declared = responses[status]
     schema = declared["content"]["application/json"]["schema"]
     assert resp.mimetype == "application/json"
-    jsonschema.validate(resp.get_json(), {**schema, "components": spec["components"]},
-                        cls=jsonschema.Draft202012Validator)
+    jsonschema.validate(
+        resp.get_json(),
+        {**schema, "components": spec["components"]},
+        cls=jsonschema.Draft202012Validator,
+    )
     for header in declared.get("headers", {}):
         assert header in resp.headers, f"{status} must carry {header}"
     return resp.get_json()
@@ -40,8 +43,12 @@ def _check(spec, template, method, resp):
 def test_the_document_is_valid_openapi_3_1(spec):
     validate(spec)
     assert spec["openapi"].startswith("3.1")
-    assert set(spec["paths"]) == {"/chat", "/conversations/{conversation_id}",
-                                  "/messages/{message_id}/feedback", "/openapi.json"}
+    assert set(spec["paths"]) == {
+        "/chat",
+        "/conversations/{conversation_id}",
+        "/messages/{message_id}/feedback",
+        "/openapi.json",
+    }
 
 
 def test_real_responses_match_the_document(client, db_url, spec, sample_articles, make_app):
@@ -49,25 +56,51 @@ def test_real_responses_match_the_document(client, db_url, spec, sample_articles
     body = _check(spec, chat, "post", client.post("/api/v1/chat", json={"message": "hello"}))
     cid = body["conversation_id"]
     _check(spec, chat, "post", client.post("/api/v1/chat", json={"message": " "}))
-    _check(spec, chat, "post", client.post("/api/v1/chat", data="{", content_type="application/json"))
+    _check(
+        spec, chat, "post", client.post("/api/v1/chat", data="{", content_type="application/json")
+    )
     _check(spec, chat, "post", client.post("/api/v1/chat", data="hi", content_type="text/plain"))
-    _check(spec, chat, "post", client.post("/api/v1/chat", data="x" * 70_000,
-                                           content_type="application/json"))
-    _check(spec, chat, "post", client.post("/api/v1/chat", json={"message": "hi",
-                                                                 "conversation_id": "0" * 32}))
-    _check(spec, chat, "post", client.post("/api/v1/chat", json={"message": "hi"},
-                                           headers={"Origin": "https://evil.example"}))
+    _check(
+        spec,
+        chat,
+        "post",
+        client.post("/api/v1/chat", data="x" * 70_000, content_type="application/json"),
+    )
+    _check(
+        spec,
+        chat,
+        "post",
+        client.post("/api/v1/chat", json={"message": "hi", "conversation_id": "0" * 32}),
+    )
+    _check(
+        spec,
+        chat,
+        "post",
+        client.post(
+            "/api/v1/chat", json={"message": "hi"}, headers={"Origin": "https://evil.example"}
+        ),
+    )
 
     with session_scope(db_url) as session:
         for item in session.query(ReviewItem):
             item.status = "resolved"
     customer = add_message(db_url, cid, "customer", "where is my card")
-    answer = add_message(db_url, cid, "bot", "New cards arrive within 5 working days.",
-                         status="answered", html="<p>New cards arrive soon.</p>",
-                         article_slug="card-arrival", in_reply_to=customer, confidence=0.9,
-                         route="simple", intent="card_arrival")
-    add_message(db_url, cid, "agent", "Also see this", article_slug="exchange-rate",
-                in_reply_to=customer)
+    answer = add_message(
+        db_url,
+        cid,
+        "bot",
+        "New cards arrive within 5 working days.",
+        status="answered",
+        html="<p>New cards arrive soon.</p>",
+        article_slug="card-arrival",
+        in_reply_to=customer,
+        confidence=0.9,
+        route="simple",
+        intent="card_arrival",
+    )
+    add_message(
+        db_url, cid, "agent", "Also see this", article_slug="exchange-rate", in_reply_to=customer
+    )
     conv = "/conversations/{conversation_id}"
     history = _check(spec, conv, "get", client.get(f"/api/v1/conversations/{cid}"))
     assert {m["role"] for m in history["messages"]} == {"customer", "bot", "agent"}
@@ -75,14 +108,32 @@ def test_real_responses_match_the_document(client, db_url, spec, sample_articles
     _check(spec, conv, "get", client.get(f"/api/v1/conversations/{'f' * 32}"))
 
     feedback = "/messages/{message_id}/feedback"
-    _check(spec, feedback, "post", client.post(f"/api/v1/messages/{answer}/feedback",
-                                               json={"helpful": False, "comment": "no"}))
-    _check(spec, feedback, "post", client.post(f"/api/v1/messages/{customer}/feedback",
-                                               json={"helpful": True}))
-    _check(spec, feedback, "post", client.post(f"/api/v1/messages/{'e' * 32}/feedback",
-                                               json={"helpful": True}))
-    _check(spec, feedback, "post", client.post(f"/api/v1/messages/{answer}/feedback",
-                                               json={"helpful": 1}))
+    _check(
+        spec,
+        feedback,
+        "post",
+        client.post(
+            f"/api/v1/messages/{answer}/feedback", json={"helpful": False, "comment": "no"}
+        ),
+    )
+    _check(
+        spec,
+        feedback,
+        "post",
+        client.post(f"/api/v1/messages/{customer}/feedback", json={"helpful": True}),
+    )
+    _check(
+        spec,
+        feedback,
+        "post",
+        client.post(f"/api/v1/messages/{'e' * 32}/feedback", json={"helpful": True}),
+    )
+    _check(
+        spec,
+        feedback,
+        "post",
+        client.post(f"/api/v1/messages/{answer}/feedback", json={"helpful": 1}),
+    )
 
     limited = make_app(RATE_LIMIT="1/hour").test_client()
     limited.post("/api/v1/chat", json={"message": "first"})

@@ -36,7 +36,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 INJECTIONS = [
     "'; DROP TABLE messages; --",
-    "\" OR 1=1 --",
+    '" OR 1=1 --',
     "1); DELETE FROM conversations WHERE (1=1",
     "<script>window.__pwned = 1</script>",
     "<img src=x onerror=alert(1)>",
@@ -58,8 +58,9 @@ def _hand_written_requests(conversation_id: str) -> list[dict]:
     reqs: list[dict] = []
 
     def add(method="POST", path="/api/v1/chat", data=None, ctype="application/json", **headers):
-        reqs.append({"method": method, "path": path, "data": data, "ctype": ctype,
-                     "headers": headers})
+        reqs.append(
+            {"method": method, "path": path, "data": data, "ctype": ctype, "headers": headers}
+        )
 
     for text in INJECTIONS:
         add(data=json.dumps({"message": text}))
@@ -67,36 +68,83 @@ def _hand_written_requests(conversation_id: str) -> list[dict]:
         add(data=json.dumps({"message": "hi", "conversation_id": text}))
         in_path = quote(text.encode("utf-8", "surrogatepass"), safe="")  # may be invalid UTF-8
         add(method="GET", path="/api/v1/conversations/" + in_path[:300])
-        add(data=json.dumps({"helpful": False, "comment": text}),
-            path=f"/api/v1/messages/{in_path[:60]}/feedback")
+        add(
+            data=json.dumps({"helpful": False, "comment": text}),
+            path=f"/api/v1/messages/{in_path[:60]}/feedback",
+        )
     bodies = [
-        "", " ", "null", "true", "0", "-1", "1e999", "NaN", "[]", "{}", '""', '"message"',
-        '{"message": ""}', '{"message": null}', '{"message": {}}', '{"message": []}',
-        '{"message": 1.5}', '{"message": true}', '{"message": "hi", "message": ""}',
-        '{"message": "hi",}', "{'message': 'hi'}", '{"message": "hi"', '{"message": "\\ud800"}',
-        '{"message": "\\u0000\\u0001"}', '{"message": "' + "\\n" * 3000 + '"}',
-        '{"message": "' + "x" * 2001 + '"}', '{"message": "' + "x" * 60_000 + '"}',
-        '{"message": "' + "x" * 70_000 + '"}', "[" * 100_000, '{"a":' * 10_000,
-        '{"message": "hi", "handoff": null}', '{"message": "hi", "handoff": "true"}',
-        '{"message": "hi", "conversation_id": ["x"]}', '{"message": "hi", "extra": {"deep": 1}}',
+        "",
+        " ",
+        "null",
+        "true",
+        "0",
+        "-1",
+        "1e999",
+        "NaN",
+        "[]",
+        "{}",
+        '""',
+        '"message"',
+        '{"message": ""}',
+        '{"message": null}',
+        '{"message": {}}',
+        '{"message": []}',
+        '{"message": 1.5}',
+        '{"message": true}',
+        '{"message": "hi", "message": ""}',
+        '{"message": "hi",}',
+        "{'message': 'hi'}",
+        '{"message": "hi"',
+        '{"message": "\\ud800"}',
+        '{"message": "\\u0000\\u0001"}',
+        '{"message": "' + "\\n" * 3000 + '"}',
+        '{"message": "' + "x" * 2001 + '"}',
+        '{"message": "' + "x" * 60_000 + '"}',
+        '{"message": "' + "x" * 70_000 + '"}',
+        "[" * 100_000,
+        '{"a":' * 10_000,
+        '{"message": "hi", "handoff": null}',
+        '{"message": "hi", "handoff": "true"}',
+        '{"message": "hi", "conversation_id": ["x"]}',
+        '{"message": "hi", "extra": {"deep": 1}}',
         '{"message": ' + "1" * 5000 + "}",
     ]
     for body in bodies:
         add(data=body)
-    for raw in [b"\xff\xfe\xfd", b'{"message": "\xc3\x28"}', b"\x00" * 100,
-                bytes(range(256)), b'\xef\xbb\xbf{"message": "bom"}']:
+    for raw in [
+        b"\xff\xfe\xfd",
+        b'{"message": "\xc3\x28"}',
+        b"\x00" * 100,
+        bytes(range(256)),
+        b'\xef\xbb\xbf{"message": "bom"}',
+    ]:
         add(data=raw)
-    for ctype in ["text/plain", "application/xml", "multipart/form-data; boundary=x",
-                  "application/x-www-form-urlencoded", "", "application/jsonx",
-                  "application/json; charset=latin-1"]:
+    for ctype in [
+        "text/plain",
+        "application/xml",
+        "multipart/form-data; boundary=x",
+        "application/x-www-form-urlencoded",
+        "",
+        "application/jsonx",
+        "application/json; charset=latin-1",
+    ]:
         add(data='{"message": "hi"}', ctype=ctype)
     add(data=None, ctype=None)
     for method in ["PUT", "PATCH", "DELETE", "GET", "HEAD", "TRACE"]:
         add(method=method, data='{"message": "hi"}')
-    for path in ["/api/v1/", "/api/v1", "/api/v2/chat", "/api/v1/chat/", "/api/v1/chat/x",
-                 "/api/v1/conversations/", "/api/v1/messages//feedback",
-                 "/api/v1/conversations/" + "a" * 5000, "/api/v1/%ff%fe",
-                 "/api/v1/conversations/%00", "/api/v1/openapi.json/x"]:
+    for path in [
+        "/api/v1/",
+        "/api/v1",
+        "/api/v2/chat",
+        "/api/v1/chat/",
+        "/api/v1/chat/x",
+        "/api/v1/conversations/",
+        "/api/v1/messages//feedback",
+        "/api/v1/conversations/" + "a" * 5000,
+        "/api/v1/%ff%fe",
+        "/api/v1/conversations/%00",
+        "/api/v1/openapi.json/x",
+    ]:
         add(method="GET", path=path)
     add(data='{"message": "hi"}', Origin="https://evil.example")
     add(data='{"message": "hi"}', Origin="null")
@@ -150,18 +198,22 @@ def test_hand_written_hostile_requests(client, db_url):
     _assert_clean_storage(db_url, successes)
 
 
-_json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=12,
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_containers = st.lists(_scalars, max_size=4) | st.dictionaries(
+    st.text(max_size=10), _scalars, max_size=4
 )
+_json_values = _scalars | _containers | st.lists(_containers, max_size=3)
 _chat_bodies = st.one_of(
-    st.fixed_dictionaries({"message": st.text(max_size=2100)},
-                          optional={"handoff": st.booleans() | st.text(max_size=3),
-                                    "conversation_id": st.none() | st.text(max_size=40)}),
-    st.dictionaries(st.sampled_from(["message", "conversation_id", "handoff", "x"]),
-                    _json_values, max_size=4),
+    st.fixed_dictionaries(
+        {"message": st.text(max_size=2100)},
+        optional={
+            "handoff": st.booleans() | st.text(max_size=3),
+            "conversation_id": st.none() | st.text(max_size=40),
+        },
+    ),
+    st.dictionaries(
+        st.sampled_from(["message", "conversation_id", "handoff", "x"]), _json_values, max_size=4
+    ),
     _json_values,
 )
 
@@ -169,15 +221,20 @@ _chat_bodies = st.one_of(
 def test_hypothesis_generated_bodies(client, db_url):
     counts = {"requests": 0, "successes": 0}
 
-    @settings(max_examples=150, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(body=_chat_bodies | st.binary(max_size=300).map(lambda b: ("raw", b)))
     def probe(body):
         if isinstance(body, tuple):
             resp = client.post("/api/v1/chat", data=body[1], content_type="application/json")
         else:
-            resp = client.post("/api/v1/chat", data=json.dumps(body),
-                               content_type="application/json")
+            resp = client.post(
+                "/api/v1/chat", data=json.dumps(body), content_type="application/json"
+            )
         counts["requests"] += 1
         _assert_good_error(resp)
         if resp.status_code == 200:
@@ -199,15 +256,20 @@ def test_requests_generated_from_the_openapi_document(app, db_url, mode):
     """
     schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert {op.label for op in operations} >= {"POST /chat", "POST /messages/{message_id}/feedback",
-                                             "GET /conversations/{conversation_id}"}
+    assert {op.label for op in operations} >= {
+        "POST /chat",
+        "POST /messages/{message_id}/feedback",
+        "GET /conversations/{conversation_id}",
+    }
     checks = [not_a_server_error, status_code_conformance, response_schema_conformance]
     sent = []
     if mode == "negative":  # a free-form string path parameter has no invalid values
         operations = [op for op in operations if op.method.upper() == "POST"]
     for operation in operations:
-        @settings(max_examples=30, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+
+        @settings(
+            max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         @given(case=operation.as_strategy(generation_mode=schemathesis.GenerationMode(mode)))
         def run(case):
             response = case.call()

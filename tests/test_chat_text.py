@@ -8,21 +8,39 @@ from app.chat.text import asks_for_human, clean_message, html_to_text
 from app.ratelimit import Limit, parse_limit
 
 
-@pytest.mark.parametrize("text", [
-    "talk to an agent", "Can I speak to a human?", "I want to talk to a real person",
-    "human please", "Agent!", "a real person please", "connect me with an advisor",
-    "transfer me to a live agent", "I need a human", "I'd like to speak with someone",
-    "representative", "put me through to your staff",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "talk to an agent",
+        "Can I speak to a human?",
+        "I want to talk to a real person",
+        "human please",
+        "Agent!",
+        "a real person please",
+        "connect me with an advisor",
+        "transfer me to a live agent",
+        "I need a human",
+        "I'd like to speak with someone",
+        "representative",
+        "put me through to your staff",
+    ],
+)
 def test_requests_for_a_person_are_recognised(text):
     assert asks_for_human(text)
 
 
-@pytest.mark.parametrize("text", [
-    "How do I add a person to my account?", "my agent said the transfer was sent",
-    "Is there a human verification step?", "What is a payment representative fee?",
-    "Where is my card?", "Can someone else use my card?", "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "How do I add a person to my account?",
+        "my agent said the transfer was sent",
+        "Is there a human verification step?",
+        "What is a payment representative fee?",
+        "Where is my card?",
+        "Can someone else use my card?",
+        "",
+    ],
+)
 def test_ordinary_questions_are_not_requests_for_a_person(text):
     assert not asks_for_human(text)
 
@@ -36,16 +54,27 @@ def test_clean_message_strips_controls_but_keeps_emoji_sequences_and_lines():
 
 
 def test_html_to_text_keeps_paragraphs_and_list_items_and_drops_scripts():
-    html = ("<p>Cards arrive in <strong>5&nbsp;days</strong>.</p><ul><li>Freeze it</li>"
-            "<li>Order &amp; wait</li></ul><script>alert(1)</script>")
+    html = (
+        "<p>Cards arrive in <strong>5&nbsp;days</strong>.</p><ul><li>Freeze it</li>"
+        "<li>Order &amp; wait</li></ul><script>alert(1)</script>"
+    )
     assert html_to_text(html) == "Cards arrive in 5 days.\n\n- Freeze it\n\n- Order & wait"
 
 
-@pytest.mark.parametrize(("spec", "limit"), [
-    ("30/minute", Limit(30, 60)), ("5 per second", Limit(5, 1)), ("100/10minutes", Limit(100, 600)),
-    ("2/hours", Limit(2, 3600)), ("1/day", Limit(1, 86400)), ("off", None), ("OFF", None),
-    ("0/minute", None), (None, None),
-])
+@pytest.mark.parametrize(
+    ("spec", "limit"),
+    [
+        ("30/minute", Limit(30, 60)),
+        ("5 per second", Limit(5, 1)),
+        ("100/10minutes", Limit(100, 600)),
+        ("2/hours", Limit(2, 3600)),
+        ("1/day", Limit(1, 86400)),
+        ("off", None),
+        ("OFF", None),
+        ("0/minute", None),
+        (None, None),
+    ],
+)
 def test_parse_limit(spec, limit):
     assert parse_limit(spec) == limit
 
@@ -54,3 +83,26 @@ def test_parse_limit(spec, limit):
 def test_parse_limit_rejects_nonsense_clearly(spec):
     with pytest.raises(ValueError, match="invalid rate limit"):
         parse_limit(spec)
+
+
+def test_rate_limiter_fails_open_and_leaves_a_failing_redis_alone_for_a_moment():
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from app.ratelimit import RateLimiter
+
+    dead = redis.Redis(
+        host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
+    )
+    limiter = RateLimiter(dead, "tdtest:", Limit(1, 60))
+    calls = []
+    real_script = limiter._script
+
+    def counting_script(**kwargs):
+        calls.append(kwargs)
+        return real_script(**kwargs)
+
+    limiter._script = counting_script
+    assert [limiter.hit("write", "client").allowed for _ in range(3)] == [True, True, True]
+    assert len(calls) == 1  # the two later requests did not wait on Redis again

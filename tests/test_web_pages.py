@@ -27,10 +27,16 @@ def test_widget_files_are_served(client):
         assert sink not in source
 
 
-def test_article_page_shows_the_sanitised_body_and_related_articles(client, db_url,
-                                                                    sample_articles):
-    add_article(db_url, "card-delivery-abroad", "Card delivery abroad", "<p>Abroad: 10 days.</p>",
-                category="card_arrival")
+def test_article_page_shows_the_sanitised_body_and_related_articles(
+    client, db_url, sample_articles
+):
+    add_article(
+        db_url,
+        "card-delivery-abroad",
+        "Card delivery abroad",
+        "<p>Abroad: 10 days.</p>",
+        category="card_arrival",
+    )
     page = client.get("/kb/card-arrival")
     html = page.get_data(as_text=True)
     assert page.status_code == 200
@@ -57,9 +63,19 @@ def test_search_matches_alternate_questions_and_reports_no_results(client, sampl
     assert "0 articles" in client.get("/kb?q=zzzzqqq").get_data(as_text=True)
 
 
-@pytest.mark.parametrize("query", [
-    "<script>alert(1)</script>", "100%_", "' OR 1=1 --", "\\", "x" * 5000, "\x00", "🙂", " ",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "<script>alert(1)</script>",
+        "100%_",
+        "' OR 1=1 --",
+        "\\",
+        "x" * 5000,
+        "\x00",
+        "🙂",
+        " ",
+    ],
+)
 def test_search_is_robust_and_escapes_the_query(client, sample_articles, query):
     page = client.get("/kb", query_string={"q": query})
     html = page.get_data(as_text=True)

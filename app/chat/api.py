@@ -35,8 +35,11 @@ _READ_BUDGET_SCALE = 10
 def _limiter() -> RateLimiter:
     limiter = current_app.extensions.get(_LIMITER_KEY)
     if limiter is None:
-        limiter = RateLimiter(get_redis(), current_app.config["REDIS_PREFIX"],
-                              parse_limit(current_app.config["RATE_LIMIT"]))
+        limiter = RateLimiter(
+            get_redis(),
+            current_app.config["REDIS_PREFIX"],
+            parse_limit(current_app.config["RATE_LIMIT"]),
+        )
         current_app.extensions[_LIMITER_KEY] = limiter
     return limiter
 
@@ -53,9 +56,12 @@ def _client() -> str:
 def _enforce_rate_limit(bucket: str, scale: int = 1) -> None:
     verdict = _limiter().hit(bucket, _client(), scale)
     if not verdict.allowed:
-        raise ApiError(429, "rate_limited",
-                       f"Too many requests; try again in {verdict.retry_after} s.",
-                       {"Retry-After": str(verdict.retry_after)})
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"Too many requests; try again in {verdict.retry_after} s.",
+            {"Retry-After": str(verdict.retry_after)},
+        )
 
 
 @bp.post("/chat")
@@ -69,10 +75,16 @@ def chat():
             conversation = find_conversation(session, req.conversation_id)
         if conversation is None:
             raise ApiError(404, "conversation_not_found", "No conversation has this id.")
-    turn = handle_message(session, engine=get_engine(), text=req.message,
-                          conversation=conversation, client_key=_client(),
-                          handoff=req.handoff, articles=_articles(),
-                          relaxed_commit=bool(current_app.config.get("CHAT_RELAXED_COMMIT")))
+    turn = handle_message(
+        session,
+        engine=get_engine(),
+        text=req.message,
+        conversation=conversation,
+        client_key=_client(),
+        handoff=req.handoff,
+        articles=_articles(),
+        relaxed_commit=bool(current_app.config.get("CHAT_RELAXED_COMMIT")),
+    )
     return jsonify(turn_payload(turn))
 
 
@@ -80,8 +92,9 @@ def chat():
 def get_conversation(conversation_id: str):
     _enforce_rate_limit("read", _READ_BUDGET_SCALE)
     session = get_session()
-    conversation = find_conversation(session, conversation_id) if is_valid_id(
-        conversation_id) else None
+    conversation = (
+        find_conversation(session, conversation_id) if is_valid_id(conversation_id) else None
+    )
     if conversation is None:
         raise ApiError(404, "conversation_not_found", "No conversation has this id.")
     return jsonify(conversation_payload(session, conversation))
@@ -96,16 +109,19 @@ def feedback(message_id: str):
     if message is None:
         raise ApiError(404, "message_not_found", "No message has this id.")
     if message.role == "customer" or (message.role == "bot" and message.status != "answered"):
-        raise ApiError(409, "not_an_answer",
-                       "Feedback applies to answers of the bot or of a person only.")
+        raise ApiError(
+            409, "not_an_answer", "Feedback applies to answers of the bot or of a person only."
+        )
     outcome = record_feedback(session, message, req.helpful, req.comment)
-    return jsonify({
-        "feedback_id": outcome.feedback.id,
-        "message_id": message.id,
-        "helpful": req.helpful,
-        "escalated": outcome.escalated,
-        "conversation_status": outcome.conversation_status,
-    })
+    return jsonify(
+        {
+            "feedback_id": outcome.feedback.id,
+            "message_id": message.id,
+            "helpful": req.helpful,
+            "escalated": outcome.escalated,
+            "conversation_status": outcome.conversation_status,
+        }
+    )
 
 
 @bp.get("/openapi.json")

@@ -55,8 +55,9 @@ class ArticleCache:
 
 def _load(session: Session, slug: str) -> ArticleView | None:
     row = session.execute(
-        select(Article.slug, Article.title, Article.body_html)
-        .where(Article.slug == slug, Article.published.is_(True))
+        select(Article.slug, Article.title, Article.body_html).where(
+            Article.slug == slug, Article.published.is_(True)
+        )
     ).first()
     if row is None:
         return None

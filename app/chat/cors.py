@@ -36,8 +36,9 @@ def handle_preflight() -> Response | None:
     if not origin or _same_origin(origin):
         return None
     if not origin_allowed(origin):
-        return error_response(403, "origin_not_allowed",
-                              "This site is not allowed to use the chat API.")
+        return error_response(
+            403, "origin_not_allowed", "This site is not allowed to use the chat API."
+        )
     if request.method == "OPTIONS":
         response = current_app.response_class(status=204)
         response.headers["Access-Control-Allow-Methods"] = _ALLOWED_METHODS

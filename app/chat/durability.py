@@ -67,4 +67,3 @@ def relax_commit_durability(session: Session) -> bool:
     except DBAPIError as exc:  # e.g. a transaction already holds writes: keep full durability
         log.debug("commit durability not relaxed: %s", exc)
     return False
-

@@ -29,8 +29,9 @@ _HTTP_CODES = {
 class ApiError(Exception):
     """An error the API reports to the client as-is."""
 
-    def __init__(self, status: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -38,8 +39,9 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def error_response(status: int, code: str, message: str,
-                   headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
     response = jsonify(error={"code": code, "message": message})
     response.status_code = status
     for name, value in (headers or {}).items():
@@ -59,8 +61,9 @@ def _http_error(exc: HTTPException):
     if not _is_api_request():
         return exc  # Flask renders its usual page
     status = exc.code or 500
-    response = error_response(status, _HTTP_CODES.get(status, "http_error"),
-                              exc.description or exc.name)
+    response = error_response(
+        status, _HTTP_CODES.get(status, "http_error"), exc.description or exc.name
+    )
     if status == 405 and exc.response is None:
         allowed = getattr(exc, "valid_methods", None)
         if allowed:

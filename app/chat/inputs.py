@@ -24,8 +24,11 @@ MAX_COMMENT_CHARS = 2000
 def read_json_object() -> dict[str, Any]:
     """The request body as a JSON object, or an ``ApiError``."""
     if request.mimetype != "application/json":
-        raise ApiError(415, "unsupported_media_type",
-                       "Send the body as JSON with Content-Type: application/json.")
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "Send the body as JSON with Content-Type: application/json.",
+        )
     raw = request.get_data(cache=True)  # raises 413 beyond MAX_CONTENT_LENGTH
     try:
         body = json.loads(raw.decode("utf-8"))
@@ -60,8 +63,9 @@ def parse_chat_request() -> ChatRequest:
     if not text:
         raise ApiError(400, "message_empty", "The message is empty.")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise ApiError(400, "message_too_long",
-                       f"The message is longer than {MAX_MESSAGE_CHARS} characters.")
+        raise ApiError(
+            400, "message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters."
+        )
     conversation_id = body.get("conversation_id")
     if conversation_id is not None and not isinstance(conversation_id, str):
         raise ApiError(400, "invalid_field", "The field 'conversation_id' must be a string.")
@@ -81,14 +85,20 @@ def parse_feedback_request() -> FeedbackRequest:
     body = read_json_object()
     helpful = body.get("helpful")
     if not isinstance(helpful, bool):
-        raise ApiError(400, "invalid_field" if "helpful" in body else "missing_field",
-                       "The field 'helpful' must be true or false.")
+        raise ApiError(
+            400,
+            "invalid_field" if "helpful" in body else "missing_field",
+            "The field 'helpful' must be true or false.",
+        )
     comment = body.get("comment")
     if comment is not None and not isinstance(comment, str):
         raise ApiError(400, "invalid_field", "The field 'comment' must be a string.")
     if comment is not None:
         comment = clean_message(comment) or None
         if comment and len(comment) > MAX_COMMENT_CHARS:
-            raise ApiError(400, "comment_too_long",
-                           f"The comment is longer than {MAX_COMMENT_CHARS} characters.")
+            raise ApiError(
+                400,
+                "comment_too_long",
+                f"The comment is longer than {MAX_COMMENT_CHARS} characters.",
+            )
     return FeedbackRequest(helpful, comment)

@@ -28,8 +28,12 @@ def _error(description: str) -> dict[str, Any]:
 
 _RATE_LIMITED = {
     **_error("Too many requests from this client."),
-    "headers": {"Retry-After": {"description": "Seconds until the limit resets.",
-                                "schema": {"type": "integer", "minimum": 1}}},
+    "headers": {
+        "Retry-After": {
+            "description": "Seconds until the limit resets.",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
 }
 
 _COMMON_ERRORS = {
@@ -90,18 +94,30 @@ SCHEMAS: dict[str, Any] = {
             "message": {
                 "type": "string",
                 "description": f"1 to {MAX_MESSAGE_CHARS} characters once control characters "
-                             "are removed and the text is trimmed.",
+                "are removed and the text is trimmed.",
             },
-            "conversation_id": {**_NULLABLE_STRING,
-                                "description": "Continue this conversation (omit to start one)."},
-            "handoff": {"type": "boolean", "default": False,
-                        "description": "The customer asked for a person."},
+            "conversation_id": {
+                **_NULLABLE_STRING,
+                "description": "Continue this conversation (omit to start one).",
+            },
+            "handoff": {
+                "type": "boolean",
+                "default": False,
+                "description": "The customer asked for a person.",
+            },
         },
     },
     "ChatResponse": {
         "type": "object",
-        "required": ["conversation_id", "message_id", "status", "answer", "confidence", "route",
-                     "suggestions"],
+        "required": [
+            "conversation_id",
+            "message_id",
+            "status",
+            "answer",
+            "confidence",
+            "route",
+            "suggestions",
+        ],
         "additionalProperties": False,
         "properties": {
             "conversation_id": _ID,
@@ -115,8 +131,17 @@ SCHEMAS: dict[str, Any] = {
     },
     "Message": {
         "type": "object",
-        "required": ["id", "role", "seq", "text", "html", "article", "status", "in_reply_to",
-                     "created_at"],
+        "required": [
+            "id",
+            "role",
+            "seq",
+            "text",
+            "html",
+            "article",
+            "status",
+            "in_reply_to",
+            "created_at",
+        ],
         "additionalProperties": False,
         "properties": {
             "id": _ID,
@@ -125,8 +150,11 @@ SCHEMAS: dict[str, Any] = {
             "text": {"type": "string"},
             "html": {**_NULLABLE_STRING, "description": "Sanitised article HTML, if any."},
             "article": {"oneOf": [_ref("ArticleRef"), {"type": "null"}]},
-            "status": {"type": ["string", "null"], "enum": ["answered", "pending_review", None],
-                       "description": "Bot messages only."},
+            "status": {
+                "type": ["string", "null"],
+                "enum": ["answered", "pending_review", None],
+                "description": "Bot messages only.",
+            },
             "in_reply_to": _NULLABLE_STRING,
             "created_at": {"type": ["string", "null"], "format": "date-time"},
         },
@@ -138,8 +166,10 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "conversation_id": _ID,
             "status": {"type": "string", "enum": ["open", "pending_review"]},
-            "awaiting_person": {"type": "boolean",
-                                "description": "A person has yet to answer (poll until false)."},
+            "awaiting_person": {
+                "type": "boolean",
+                "description": "A person has yet to answer (poll until false).",
+            },
             "created_at": {"type": ["string", "null"], "format": "date-time"},
             "messages": {"type": "array", "items": _ref("Message")},
         },
@@ -157,8 +187,10 @@ SCHEMAS: dict[str, Any] = {
             "feedback_id": {"type": "integer"},
             "message_id": _ID,
             "helpful": {"type": "boolean"},
-            "escalated": {"type": "boolean",
-                          "description": "The question went to a person because of this vote."},
+            "escalated": {
+                "type": "boolean",
+                "description": "The question went to a person because of this vote.",
+            },
             "conversation_status": {"type": "string", "enum": ["open", "pending_review"]},
         },
     },
@@ -172,8 +204,8 @@ def openapi_document() -> dict[str, Any]:
             "title": "tierdesk chat API",
             "version": "1.0.0",
             "description": "Ask the support bot, read a conversation (with replies from people "
-                           "that arrive later) and rate answers. Every error is "
-                           '{"error": {"code", "message"}}.',
+            "that arrive later) and rate answers. Every error is "
+            '{"error": {"code", "message"}}.',
         },
         "servers": [{"url": "/api/v1"}],
         "paths": {
@@ -181,8 +213,10 @@ def openapi_document() -> dict[str, Any]:
                 "post": {
                     "operationId": "chat",
                     "summary": "Send a customer message; get an answer or a pending hand-off.",
-                    "requestBody": {"required": True, "content": {
-                        "application/json": {"schema": _ref("ChatRequest")}}},
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("ChatRequest")}},
+                    },
                     "responses": {
                         "200": _json(_ref("ChatResponse"), "Answered, or sent to a person."),
                         "404": _error("Unknown conversation_id."),
@@ -194,8 +228,14 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "operationId": "getConversation",
                     "summary": "A conversation's messages, including later replies of people.",
-                    "parameters": [{"name": "conversation_id", "in": "path", "required": True,
-                                    "schema": {"type": "string"}}],
+                    "parameters": [
+                        {
+                            "name": "conversation_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        }
+                    ],
                     "responses": {
                         "200": _json(_ref("Conversation"), "The conversation."),
                         "404": _error("Unknown conversation."),
@@ -208,10 +248,18 @@ def openapi_document() -> dict[str, Any]:
                 "post": {
                     "operationId": "feedback",
                     "summary": "Rate an answer; 'not helpful' sends the question to a person.",
-                    "parameters": [{"name": "message_id", "in": "path", "required": True,
-                                    "schema": {"type": "string"}}],
-                    "requestBody": {"required": True, "content": {
-                        "application/json": {"schema": _ref("FeedbackRequest")}}},
+                    "parameters": [
+                        {
+                            "name": "message_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        }
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("FeedbackRequest")}},
+                    },
                     "responses": {
                         "200": _json(_ref("FeedbackResponse"), "Stored."),
                         "404": _error("Unknown message."),
@@ -224,9 +272,12 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "operationId": "openapi",
                     "summary": "This document.",
-                    "responses": {"200": {"description": "OpenAPI 3.1 document.",
-                                          "content": {"application/json": {
-                                              "schema": {"type": "object"}}}}},
+                    "responses": {
+                        "200": {
+                            "description": "OpenAPI 3.1 document.",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        }
+                    },
                 }
             },
         },

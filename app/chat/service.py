@@ -57,6 +57,7 @@ class Turn:
 
 def _json_safe(value: Any) -> Any:
     """``value`` reduced to what a JSON column holds: NumPy numbers become floats, NaN null."""
+
     def fallback(obj: Any) -> Any:
         try:
             return float(obj)
@@ -77,8 +78,13 @@ def _next_seq(session: Session, conversation_id: str) -> int:
     return 0 if current is None else current + 1
 
 
-def _suggestions(session: Session, decision: Decision | None, exclude: str | None,
-                 articles: ArticleCache, revision: object) -> list[dict]:
+def _suggestions(
+    session: Session,
+    decision: Decision | None,
+    exclude: str | None,
+    articles: ArticleCache,
+    revision: object,
+) -> list[dict]:
     if decision is None:
         return []
     out: list[dict] = []
@@ -114,19 +120,31 @@ def _ask_engine(engine, text: str) -> EngineOutcome:
         return EngineOutcome(None, REASON_ENGINE_ERROR)
 
 
-def _escalate(session: Session, conversation: Conversation, customer: Message, reason: str,
-              draft: Message | None) -> None:
+def _escalate(
+    session: Session,
+    conversation: Conversation,
+    customer: Message,
+    reason: str,
+    draft: Message | None,
+) -> None:
     from app.review.service import escalate
 
     conversation.status = "pending_review"
     session.commit()  # the customer's message and the bot's draft are safe before anything else
-    escalate(session, conversation=conversation, message=customer, reason=reason,
-             draft_message=draft, intent=draft.intent if draft else None,
-             route=draft.route if draft else None)
+    escalate(
+        session,
+        conversation=conversation,
+        message=customer,
+        reason=reason,
+        draft_message=draft,
+        intent=draft.intent if draft else None,
+        route=draft.route if draft else None,
+    )
 
 
-def _escalation_reason(wants_person: bool, outcome: EngineOutcome,
-                       article: ArticleView | None) -> str | None:
+def _escalation_reason(
+    wants_person: bool, outcome: EngineOutcome, article: ArticleView | None
+) -> str | None:
     """Why this turn goes to a person, or None when the bot answers it."""
     decision = outcome.decision
     if wants_person:
@@ -140,9 +158,17 @@ def _escalation_reason(wants_person: bool, outcome: EngineOutcome,
     return None
 
 
-def handle_message(session: Session, *, engine, text: str, conversation: Conversation | None,
-                   client_key: str, handoff: bool, articles: ArticleCache,
-                   relaxed_commit: bool = False) -> Turn:
+def handle_message(
+    session: Session,
+    *,
+    engine,
+    text: str,
+    conversation: Conversation | None,
+    client_key: str,
+    handoff: bool,
+    articles: ArticleCache,
+    relaxed_commit: bool = False,
+) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
     The engine is asked before anything is written, so that an answered turn is a single
@@ -158,8 +184,9 @@ def handle_message(session: Session, *, engine, text: str, conversation: Convers
     revision = getattr(engine, "revisions", None)
     article = articles.get(session, proposed.slug, revision) if proposed else None
     reason = _escalation_reason(wants_person, outcome, article)
-    suggestions = _suggestions(session, decision, article.slug if article else None, articles,
-                               revision)
+    suggestions = _suggestions(
+        session, decision, article.slug if article else None, articles, revision
+    )
     seq = 0 if conversation is None else _next_seq(session, conversation.id)
 
     new_conversation = conversation is None
@@ -169,15 +196,29 @@ def handle_message(session: Session, *, engine, text: str, conversation: Convers
     trace = {**trace, "escalation_reason": reason}
     route = decision.route if decision is not None else None
     intent = decision.intent if decision is not None else None
-    customer = Message(id=new_id(), conversation_id=conversation.id, seq=seq, role="customer",
-                       text=text, route=route, intent=intent)
+    customer = Message(
+        id=new_id(),
+        conversation_id=conversation.id,
+        seq=seq,
+        role="customer",
+        text=text,
+        route=route,
+        intent=intent,
+    )
     bot = Message(
-        id=new_id(), conversation_id=conversation.id, seq=seq + 1, role="bot",
-        in_reply_to=customer.id, status="pending_review" if reason else "answered",
-        text=article.text if article else "", html=article.html if article else None,
+        id=new_id(),
+        conversation_id=conversation.id,
+        seq=seq + 1,
+        role="bot",
+        in_reply_to=customer.id,
+        status="pending_review" if reason else "answered",
+        text=article.text if article else "",
+        html=article.html if article else None,
         article_slug=article.slug if article else None,
         confidence=float(decision.confidence) if decision is not None else None,
-        route=route, intent=intent, trace=trace,
+        route=route,
+        intent=intent,
+        trace=trace,
     )
     if reason:
         if new_conversation:
@@ -185,21 +226,28 @@ def handle_message(session: Session, *, engine, text: str, conversation: Convers
         session.add_all([customer, bot])
         _escalate(session, conversation, customer, reason, bot if decision is not None else None)
     else:
-        _store_answered_turn(session, conversation if new_conversation else None,
-                             [customer, bot], relaxed_commit)
+        _store_answered_turn(
+            session, conversation if new_conversation else None, [customer, bot], relaxed_commit
+        )
     return Turn(conversation, customer, bot, article if not reason else None, suggestions)
 
 
-def _store_answered_turn(session: Session, new_conversation: Conversation | None,
-                         messages: list[Message], relaxed_commit: bool) -> None:
+def _store_answered_turn(
+    session: Session,
+    new_conversation: Conversation | None,
+    messages: list[Message],
+    relaxed_commit: bool,
+) -> None:
     """One transaction of plain Core INSERTs: an answered turn is the hot path, and the ORM's
     unit of work cost several times more than the INSERTs themselves (measured here)."""
     if relaxed_commit:
         relax_commit_durability(session)
     now = utcnow()
     if new_conversation is not None:
-        session.execute(Conversation.__table__.insert(),
-                        [_row(new_conversation, created_at=now, updated_at=now)])
+        session.execute(
+            Conversation.__table__.insert(),
+            [_row(new_conversation, created_at=now, updated_at=now)],
+        )
     session.execute(Message.__table__.insert(), [_row(m, created_at=now) for m in messages])
     session.commit()
 
@@ -224,8 +272,11 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
     bot = turn.bot
     answer = None
     if bot.status == "answered" and turn.article is not None:
-        answer = {"text": bot.text, "html": bot.html or "",
-                  "article": article_ref(turn.article.slug, turn.article.title)}
+        answer = {
+            "text": bot.text,
+            "html": bot.html or "",
+            "article": article_ref(turn.article.slug, turn.article.title),
+        }
     return {
         "conversation_id": turn.conversation.id,
         "message_id": bot.id,
@@ -243,20 +294,26 @@ def _iso(value: datetime | None) -> str | None:
 
 def awaiting_person(session: Session, conversation_id: str) -> bool:
     """True while a review item of the conversation is still open (pending or claimed)."""
-    return bool(session.scalar(
-        select(func.count(ReviewItem.id)).where(
-            ReviewItem.conversation_id == conversation_id,
-            ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+    return bool(
+        session.scalar(
+            select(func.count(ReviewItem.id)).where(
+                ReviewItem.conversation_id == conversation_id,
+                ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+            )
         )
-    ))
+    )
 
 
 def conversation_payload(session: Session, conversation: Conversation) -> dict[str, Any]:
     """The documented response of ``GET /api/v1/conversations/<id>``."""
-    messages = list(session.scalars(
-        select(Message).where(Message.conversation_id == conversation.id)
-        .order_by(Message.seq, Message.created_at).limit(HISTORY_LIMIT)
-    ))
+    messages = list(
+        session.scalars(
+            select(Message)
+            .where(Message.conversation_id == conversation.id)
+            .order_by(Message.seq, Message.created_at)
+            .limit(HISTORY_LIMIT)
+        )
+    )
     slugs = {m.article_slug for m in messages if m.article_slug}
     articles = {a.slug: a for a in session.scalars(select(Article).where(Article.slug.in_(slugs)))}
     waiting = awaiting_person(session, conversation.id)
@@ -302,8 +359,9 @@ class FeedbackOutcome:
     conversation_status: str
 
 
-def record_feedback(session: Session, message: Message, helpful: bool,
-                    comment: str | None) -> FeedbackOutcome:
+def record_feedback(
+    session: Session, message: Message, helpful: bool, comment: str | None
+) -> FeedbackOutcome:
     """Store a vote on an answer; "not helpful" hands the question to a person (once)."""
     feedback = Feedback(message_id=message.id, helpful=helpful, comment=comment)
     session.add(feedback)
@@ -312,8 +370,13 @@ def record_feedback(session: Session, message: Message, helpful: bool,
     escalated = False
     question = session.get(Message, message.in_reply_to) if message.in_reply_to else None
     if not helpful and question is not None and not _has_open_review(session, question.id):
-        _escalate(session, conversation, question, REASON_NOT_HELPFUL,
-                  message if message.role == "bot" else None)
+        _escalate(
+            session,
+            conversation,
+            question,
+            REASON_NOT_HELPFUL,
+            message if message.role == "bot" else None,
+        )
         escalated = True
     else:
         session.commit()
@@ -322,9 +385,11 @@ def record_feedback(session: Session, message: Message, helpful: bool,
 
 
 def _has_open_review(session: Session, customer_message_id: str) -> bool:
-    return bool(session.scalar(
-        select(func.count(ReviewItem.id)).where(
-            ReviewItem.message_id == customer_message_id,
-            ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+    return bool(
+        session.scalar(
+            select(func.count(ReviewItem.id)).where(
+                ReviewItem.message_id == customer_message_id,
+                ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+            )
         )
-    ))
+    )

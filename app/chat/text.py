@@ -34,10 +34,17 @@ _PERSON = r"(?:human(?: being)?|person|agent|operator|representative|rep|advisor
 _ARTICLE = r"(?:(?:a|an|the|some|one of your|your)\s+)?(?:(?:real|live|actual|human)\s+)?"
 _ASKED_FOR_HUMAN_RE = re.compile(
     r"""
-    \b(?:talk|speak|chat)\s+(?:to|with)\s+""" + _ARTICLE + _PERSON + r"""\b
-    | \b(?:connect|transfer|put)\s+me\s+(?:through\s+)?(?:to|with)\s+""" + _ARTICLE + _PERSON + r"""\b
+    \b(?:talk|speak|chat)\s+(?:to|with)\s+"""
+    + _ARTICLE
+    + _PERSON
+    + r"""\b
+    | \b(?:connect|transfer|put)\s+me\s+(?:through\s+)?(?:to|with)\s+"""
+    + _ARTICLE
+    + _PERSON
+    + r"""\b
     | \b(?:i\s+)?(?:want|need|would\s+like|'d\s+like)\s+(?:to\s+(?:talk|speak)\s+to\s+)?"""
-    + _ARTICLE + r"""(?:human|person|agent|operator|representative)\b
+    + _ARTICLE
+    + r"""(?:human|person|agent|operator|representative)\b
     | ^\W*(?:a\s+)?(?:real\s+|live\s+)?(?:human|person|agent|operator|representative)
       (?:\s+(?:please|pls|now))?\W*$
     | \b(?:human|real\s+person|live\s+agent|operator|representative)\s+(?:please|pls)\b
@@ -52,8 +59,26 @@ def asks_for_human(text: str) -> bool:
 
 
 _BLOCK_TAGS = frozenset(
-    {"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table",
-     "blockquote", "pre", "section", "article"}
+    {
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "tr",
+        "table",
+        "blockquote",
+        "pre",
+        "section",
+        "article",
+    }
 )
 
 

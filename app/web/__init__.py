@@ -14,8 +14,13 @@ from app.web.search import (
     search_articles,
 )
 
-bp = Blueprint("web", __name__, template_folder="templates", static_folder="static",
-               static_url_path="/web-static")
+bp = Blueprint(
+    "web",
+    __name__,
+    template_folder="templates",
+    static_folder="static",
+    static_url_path="/web-static",
+)
 
 BANK_NAME = "Northwind Bank"
 
@@ -43,5 +48,6 @@ def article(slug: str):
     found = published_article(session, slug)
     if found is None:
         abort(404)
-    return render_template("web/article.html", article=found,
-                           related=related_articles(session, found))
+    return render_template(
+        "web/article.html", article=found, related=related_articles(session, found)
+    )

@@ -45,8 +45,11 @@ def search_articles(session: Session, query: str) -> list[Article]:
     terms = _terms(query)
     if not terms:
         return []
-    fields = (func.lower(Article.title), func.lower(cast(Article.questions, String)),
-              func.lower(Article.body))
+    fields = (
+        func.lower(Article.title),
+        func.lower(cast(Article.questions, String)),
+        func.lower(Article.body),
+    )
     matches = [field.like(_like(term), escape="\\") for term in terms for field in fields]
     candidates = session.scalars(
         select(Article).where(Article.published.is_(True), or_(*matches)).limit(_CANDIDATES)
@@ -65,14 +68,24 @@ def search_articles(session: Session, query: str) -> list[Article]:
 def related_articles(session: Session, article: Article, limit: int = 4) -> list[Article]:
     if not article.category:
         return []
-    return list(session.scalars(
-        select(Article).where(Article.category == article.category, Article.id != article.id,
-                              Article.published.is_(True)).order_by(Article.title).limit(limit)
-    ))
+    return list(
+        session.scalars(
+            select(Article)
+            .where(
+                Article.category == article.category,
+                Article.id != article.id,
+                Article.published.is_(True),
+            )
+            .order_by(Article.title)
+            .limit(limit)
+        )
+    )
 
 
 def popular_articles(session: Session, limit: int = 6) -> list[Article]:
     """A few articles for the home page (the first by title; the demo has no view counts)."""
-    return list(session.scalars(
-        select(Article).where(Article.published.is_(True)).order_by(Article.title).limit(limit)
-    ))
+    return list(
+        session.scalars(
+            select(Article).where(Article.published.is_(True)).order_by(Article.title).limit(limit)
+        )
+    )
