@@ -90,16 +90,9 @@ def load_or_train(args, texts, labels, kb) -> tuple[float | None, bool]:
     return seconds, False
 
 
-def measure(
-    folder: Path,
-    quantize: bool,
-    kb: list[KbEntry],
-    test_texts: list[str],
-    test_labels: list[str],
-    n_latency: int,
-    latency_threads: int,
-) -> dict:
-    batch_threads = configure_threads()
+def measure_accuracy(
+    folder: Path, quantize: bool, kb: list[KbEntry], test_texts: list[str], test_labels: list[str]
+) -> tuple[BertTier, dict]:
     started = time.perf_counter()
     tier = BertTier.load(folder, quantize=quantize)
     tier.set_kb(kb)
@@ -107,28 +100,38 @@ def measure(
     results = tier.run_batch(test_texts, k=5)
     article_ok = [r.candidates[0].intent == g for r, g in zip(results, test_labels, strict=True)]
     intent_ok = [r.intents[0][0] == g for r, g in zip(results, test_labels, strict=True)]
-    configure_threads(latency_threads)  # one query at a time: one thread avoids contention
-    for query in test_texts[:20]:  # warm-up
-        tier.run(query)
-    latencies = []
-    for query in test_texts[:n_latency]:
-        t0 = time.perf_counter()
-        tier.run(query)
-        latencies.append((time.perf_counter() - t0) * 1000.0)
-    configure_threads(batch_threads)
-    return {
+    return tier, {
         "accuracy": float(np.mean(article_ok)),
         "intent_accuracy": float(np.mean(intent_ok)),
-        "latency_ms": {
-            "p50": float(np.percentile(latencies, 50)),
-            "p99": float(np.percentile(latencies, 99)),
-            "mean": float(np.mean(latencies)),
-        },
         "batch_ms_per_query": results[0].ms,
-        "latency_threads": latency_threads,
         "load_seconds": load_seconds,
         "version": tier.version,
         "metadata": tier.metadata,
+    }
+
+
+def measure_latency(tiers: dict[str, BertTier], queries: list[str], threads: int) -> dict:
+    """Single-query latency, variants interleaved query by query so they share the same load."""
+    batch_threads = configure_threads()
+    configure_threads(threads)  # one query at a time: one thread avoids contention
+    latencies: dict[str, list[float]] = {name: [] for name in tiers}
+    for query in queries[:20]:  # warm-up
+        for tier in tiers.values():
+            tier.run(query)
+    for query in queries:
+        for name, tier in tiers.items():
+            t0 = time.perf_counter()
+            tier.run(query)
+            latencies[name].append((time.perf_counter() - t0) * 1000.0)
+    configure_threads(batch_threads)
+    return {
+        name: {
+            "p50": float(np.percentile(values, 50)),
+            "p99": float(np.percentile(values, 99)),
+            "mean": float(np.mean(values)),
+            "threads": threads,
+        }
+        for name, values in latencies.items()
     }
 
 
@@ -152,17 +155,15 @@ def main() -> None:
     figures["kb_sample"] = args.kb_sample
     figures["train_seconds"] = train_seconds
     figures["cached_model"] = cached
+    tiers = {}
     for name, quantize in (("fp32", False), ("int8", True)):
-        figures[name] = measure(
-            args.out / "bert_model",
-            quantize,
-            kb,
-            test_texts,
-            test_labels,
-            args.latency_queries,
-            args.latency_threads,
+        tiers[name], figures[name] = measure_accuracy(
+            args.out / "bert_model", quantize, kb, test_texts, test_labels
         )
-        gc.collect()
+    latency = measure_latency(tiers, test_texts[: args.latency_queries], args.latency_threads)
+    for name, figure in latency.items():
+        figures[name]["latency_ms"] = figure
+    figures["int8_over_fp32_p50"] = latency["int8"]["p50"] / latency["fp32"]["p50"]
     if train_seconds is None:
         figures["train_seconds"] = figures["fp32"]["metadata"].get("train_seconds")
     figures["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -184,7 +185,9 @@ def main() -> None:
     print()
     print(
         f"head: {meta.get('head')}, KB: {args.kb_sample or 'all'} texts per article, "
-        f"{'cached model' if cached else 'trained in this run'}"
+        f"{'cached model' if cached else 'trained in this run'}; int8/fp32 p50 latency ratio "
+        f"{figures['int8_over_fp32_p50']:.2f} (interleaved in the same run, "
+        f"{args.latency_threads} torch thread(s))"
     )
 
 

@@ -168,3 +168,13 @@ def test_load_and_bert_path_errors_are_clear(tmp_path):
         BertTier.load(tmp_path)
     with pytest.raises(FileNotFoundError, match="not a local checkpoint"):
         BertTier.train(["a"], ["x"], [], bert_path=tmp_path, progress=False)
+
+
+@pytest.mark.slow
+def test_int8_load_keeps_predictions(tier: BertTier, tmp_path):
+    tier.save(tmp_path / "bert")
+    int8 = BertTier.load(tmp_path / "bert", quantize=True)
+    assert int8.encoder.quantized and not tier.encoder.quantized
+    int8.set_kb(_entries())
+    for intent, query in HELD_OUT.items():
+        assert int8.run(query).candidates[0].intent == intent

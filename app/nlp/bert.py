@@ -21,6 +21,7 @@ Options measured on BANKING77 (validation = 15% of TRAIN, test = TEST; KB of 20 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
@@ -133,6 +134,13 @@ class Encoder:
         self.model = model
         self.quantized = quantize
         self.dim = int(model.config.hidden_size)
+
+    def quantized_copy(self) -> Encoder:
+        """An int8 copy sharing the tokenizer, without reading the checkpoint again."""
+        clone = copy.copy(self)
+        clone.model = _quantize(copy.deepcopy(self.model))
+        clone.quantized = True
+        return clone
 
     def _pool(self, batch: dict) -> torch.Tensor:
         hidden = self.model(**batch).last_hidden_state
@@ -374,7 +382,7 @@ class BertTier:
             metadata=metadata,
         )
         if quantize:
-            tier.encoder = Encoder(path, quantize=True)
+            tier.encoder = encoder.quantized_copy()
         tier.set_kb(entries)
         return tier
 
