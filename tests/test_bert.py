@@ -178,3 +178,14 @@ def test_int8_load_keeps_predictions(tier: BertTier, tmp_path):
     int8.set_kb(_entries())
     for intent, query in HELD_OUT.items():
         assert int8.run(query).candidates[0].intent == intent
+
+
+@pytest.mark.slow
+def test_concurrent_queries_give_the_same_answers(tier: BertTier):
+    from concurrent.futures import ThreadPoolExecutor
+
+    queries = list(HELD_OUT.values()) * 3
+    expected = [tier.run(q).candidates[0].slug for q in queries]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda q: tier.run(q).candidates[0].slug, queries))
+    assert got == expected

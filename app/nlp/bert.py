@@ -26,6 +26,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -134,6 +135,9 @@ class Encoder:
         self.model = model
         self.quantized = quantize
         self.dim = int(model.config.hidden_size)
+        # Fast (Rust) tokenizers raise "Already borrowed" when one instance is used from two
+        # threads at once with padding/truncation; the lock makes the encoder thread-safe.
+        self._tokenizer_lock = threading.Lock()
 
     def quantized_copy(self) -> Encoder:
         """An int8 copy sharing the tokenizer, without reading the checkpoint again."""
@@ -164,21 +168,23 @@ class Encoder:
         with torch.inference_mode():
             for start in starts:
                 idx = order[start : start + batch_size]
-                batch = self.tokenizer(
-                    [texts[i] for i in idx],
-                    padding=True,
-                    truncation=True,
-                    max_length=MAX_TOKENS,
-                    return_tensors="pt",
-                )
+                with self._tokenizer_lock:
+                    batch = self.tokenizer(
+                        [texts[i] for i in idx],
+                        padding=True,
+                        truncation=True,
+                        max_length=MAX_TOKENS,
+                        return_tensors="pt",
+                    )
                 out[idx] = self._pool(batch).numpy()
         return out
 
     def encode_one(self, text: str) -> np.ndarray:
-        with torch.inference_mode():
+        with self._tokenizer_lock:
             batch = self.tokenizer(
                 text, truncation=True, max_length=MAX_TOKENS, return_tensors="pt"
             )
+        with torch.inference_mode():
             return self._pool(batch)[0].numpy()
 
 
