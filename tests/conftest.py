@@ -8,6 +8,7 @@ deleted afterwards, so a shared Redis is never flushed.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from app import create_app
-from app import migrate
+from app import create_app, migrate
 from app.db import dispose_engine
 
 pytest_plugins = ["fixtures_nlp", "fixtures_kb", "fixtures_chat", "fixtures_review"]
@@ -119,10 +119,12 @@ def any_db_url(request) -> str:
 
 
 @pytest.fixture
-def app(tmp_path, db_url, redis_client, redis_prefix):
-    """The app on a migrated SQLite database, real Redis, no models loaded."""
-    app = create_app(
-        {
+def make_app(tmp_path, db_url, redis_client, redis_prefix):
+    """Build the test app with config overrides, e.g. ``make_app(RATE_LIMIT="3/hour")``: a
+    migrated SQLite database, real Redis under the test's own key prefix, no models loaded."""
+
+    def build(**overrides):
+        config = {
             "TESTING": True,
             "SQLALCHEMY_DATABASE_URI": db_url,
             "REDIS_CLIENT": redis_client,
@@ -133,8 +135,16 @@ def app(tmp_path, db_url, redis_client, redis_prefix):
             "SECRET_KEY": "test-secret",
             "RATE_LIMIT": "off",
         }
-    )
-    yield app
+        config.update(overrides)
+        return create_app(config)
+
+    return build
+
+
+@pytest.fixture
+def app(make_app):
+    """The app with the default test configuration."""
+    return make_app()
 
 
 @pytest.fixture
@@ -145,3 +155,32 @@ def client(app):
 @pytest.fixture
 def runner(app):
     return app.test_cli_runner()
+
+
+CHROMIUM = "/usr/bin/chromium"
+# Flags for a closed network: without the background-networking ones Chromium keeps trying to
+# reach Google's services at start-up.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium driven by Playwright, or a skip saying how to get it."""
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make browser-deps)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()

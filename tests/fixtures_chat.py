@@ -1,7 +1,5 @@
 """Fixtures of the chat area, shared with other tests through pytest_plugins.
 
-- ``make_app(**config)``: the test app (same database, Redis and key prefix as ``app``) with
-  config overrides, e.g. ``make_app(RATE_LIMIT="3/hour")``.
 - ``sample_articles``: three published articles (and one unpublished) in the test database.
 - ``add_article`` / ``add_message``: write rows the way the KB import and the console do.
 - ``serve_app(app)``: a context manager serving ``app`` on a free loopback port in a thread,
@@ -18,7 +16,6 @@ import pytest
 from sqlalchemy import func, select
 from werkzeug.serving import make_server
 
-from app import create_app
 from app.db import session_scope
 from app.models import Article, Message
 
@@ -101,28 +98,6 @@ def sample_articles(db_url) -> list[str]:
         published=False,
     )
     return [a[0] for a in SAMPLE_ARTICLES]
-
-
-@pytest.fixture
-def make_app(tmp_path, db_url, redis_client, redis_prefix):
-    """Build the test app with config overrides (same database and Redis prefix as ``app``)."""
-
-    def build(**overrides):
-        config = {
-            "TESTING": True,
-            "SQLALCHEMY_DATABASE_URI": db_url,
-            "REDIS_CLIENT": redis_client,
-            "REDIS_PREFIX": redis_prefix,
-            "VAR_DIR": tmp_path / "var",
-            "MODELS_DIR": tmp_path / "models",
-            "LOAD_MODELS": False,
-            "SECRET_KEY": "test-secret",
-            "RATE_LIMIT": "off",
-        }
-        config.update(overrides)
-        return create_app(config)
-
-    return build
 
 
 @contextmanager

@@ -10,7 +10,6 @@ Set TIERDESK_UPDATE_SCREENSHOT=1 to rewrite docs/console.png from the item page 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,34 +22,10 @@ from app.models import Message, ReviewItem, TrainingExample
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TIMEOUT_MS = 20_000
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "console.png"
 # Escalated as out of scope by models trained on the tiny bank FAQ; one taught example fixes it.
 TEACHABLE_QUESTION = "where is the plastic thing you promised"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (make browser-deps)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
