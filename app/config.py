@@ -25,6 +25,16 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_int(name: str, default: int) -> int:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+
+
 def _secret_key(var_dir: Path) -> str:
     """SECRET_KEY from the environment, else one generated once and kept under var/."""
     key = _env("SECRET_KEY")
@@ -64,19 +74,19 @@ class Config:
             o.strip() for o in (_env("TIERDESK_CORS_ORIGINS", "") or "").split(",") if o.strip()
         ]
         # How many reverse proxies in front of us append to X-Forwarded-For (0: ignore the header).
-        self.TRUSTED_PROXIES = int(_env("TIERDESK_TRUSTED_PROXIES", "0"))
+        self.TRUSTED_PROXIES = _env_int("TIERDESK_TRUSTED_PROXIES", 0)
         # Answers kept per process for repeated identical questions (0 disables the cache).
-        self.ANSWER_CACHE_SIZE = int(_env("TIERDESK_ANSWER_CACHE_SIZE", "2048"))
+        self.ANSWER_CACHE_SIZE = _env_int("TIERDESK_ANSWER_CACHE_SIZE", 2048)
         # Commit answered chat turns without waiting for the disk flush (escalations always wait):
         # a power cut may drop the last moment of answered-chat logs, never corrupts the database.
         self.CHAT_RELAXED_COMMIT = _env_bool("TIERDESK_CHAT_RELAXED_COMMIT", True)
-        self.REVIEW_LEASE_SECONDS = int(_env("TIERDESK_REVIEW_LEASE_SECONDS", "300"))
-        self.RECONCILE_INTERVAL_SECONDS = int(_env("TIERDESK_RECONCILE_INTERVAL_SECONDS", "30"))
+        self.REVIEW_LEASE_SECONDS = _env_int("TIERDESK_REVIEW_LEASE_SECONDS", 300)
+        self.RECONCILE_INTERVAL_SECONDS = _env_int("TIERDESK_RECONCILE_INTERVAL_SECONDS", 30)
         # Each review priority point counts as this many seconds of extra waiting in the queue.
-        self.REVIEW_PRIORITY_STEP_SECONDS = int(_env("TIERDESK_REVIEW_PRIORITY_STEP_SECONDS", "600"))
+        self.REVIEW_PRIORITY_STEP_SECONDS = _env_int("TIERDESK_REVIEW_PRIORITY_STEP_SECONDS", 600)
         # Console logins: this many failures per IP and e-mail within the window locks them out.
-        self.LOGIN_MAX_FAILURES = int(_env("TIERDESK_LOGIN_MAX_FAILURES", "5"))
-        self.LOGIN_WINDOW_SECONDS = int(_env("TIERDESK_LOGIN_WINDOW_SECONDS", "900"))
+        self.LOGIN_MAX_FAILURES = _env_int("TIERDESK_LOGIN_MAX_FAILURES", 5)
+        self.LOGIN_WINDOW_SECONDS = _env_int("TIERDESK_LOGIN_WINDOW_SECONDS", 900)
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).
