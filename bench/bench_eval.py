@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 DATA = Path(os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77"))
 OUT = ROOT / "bench" / "out"
+BENCH_BUDGET = 0.15
 
 TARGETS = (
     ("bert accuracy >= 93.5%", lambda r, d: r["strategies"]["bert"]["accuracy"] >= 0.935),
@@ -66,7 +67,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit-categories", type=int, default=None)
     parser.add_argument("--questions-per-article", type=int, default=None)
-    parser.add_argument("--budget", type=float, default=None)
+    # The targets judge hybrid_review at >= 85% coverage, so the benchmark's operating point
+    # allows 15% escalation (the product's own default, for `tierdesk train`, is 10%).
+    parser.add_argument("--budget", type=float, default=BENCH_BUDGET)
     parser.add_argument("--name", default="eval", help="output file stem under bench/out")
     args = parser.parse_args()
 
@@ -76,7 +79,6 @@ def main() -> None:
     # slower than two threads fighting other processes.
     torch.set_num_threads(1)
     from app.nlp.evaluation import format_table, run_eval
-    from app.nlp.thresholds import DEFAULTS
 
     OUT.mkdir(parents=True, exist_ok=True)
     report = run_eval(
@@ -87,7 +89,7 @@ def main() -> None:
         plot_out=OUT / f"{args.name}.png",
         limit_categories=args.limit_categories,
         questions_per_article=args.questions_per_article,
-        budget=args.budget if args.budget is not None else DEFAULTS.budget,
+        budget=args.budget,
     )
     details = report.pop("_details")
     print("### Routing on BANKING77 (`tierdesk eval`)\n")
