@@ -23,7 +23,9 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 README = ROOT / "README.md"
-START, END = "<!-- section:bench", "<!-- /section:bench -->"
+# Only the generated part of the README's benchmark section is replaced; the summary of
+# targets above it is written by people.
+START, END = "<!-- bench:auto", "<!-- /bench:auto -->"
 
 
 def discover(names: list[str]) -> list[Path]:
@@ -61,8 +63,8 @@ def update_readme(sections: dict[str, list[str]]) -> None:
     end = text.index(END)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     body = [
-        f"Latest `make bench` on this project's 2-core machine ({platform.python_version()}, "
-        f"{stamp}). Medians unless a column says otherwise; ratios come from the same run.",
+        f"Tables from the latest `make bench` (Python {platform.python_version()}, {stamp}). "
+        "Medians unless a column says otherwise; ratios come from the same run.",
         "",
     ]
     for name, tables in sections.items():
