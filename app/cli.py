@@ -45,8 +45,13 @@ class TierdeskGroup(FlaskGroup):
             raise
 
 
-@click.group(cls=TierdeskGroup, create_app=_cli_app, add_default_commands=False,
-             add_version_option=False, load_dotenv=False)
+@click.group(
+    cls=TierdeskGroup,
+    create_app=_cli_app,
+    add_default_commands=False,
+    add_version_option=False,
+    load_dotenv=False,
+)
 def main() -> None:
     """tierdesk: customer-service chatbot with tiered NLP routing."""
 
@@ -88,8 +93,15 @@ def db_current() -> None:
 
 
 @main.command()
-@click.option("--host", default=lambda: os.environ.get("TIERDESK_HOST", "127.0.0.1"), show_default="127.0.0.1")
-@click.option("--port", default=lambda: int(os.environ.get("TIERDESK_PORT", "8000")), type=int, show_default="8000")
+@click.option(
+    "--host", default=lambda: os.environ.get("TIERDESK_HOST", "127.0.0.1"), show_default="127.0.0.1"
+)
+@click.option(
+    "--port",
+    default=lambda: int(os.environ.get("TIERDESK_PORT", "8000")),
+    type=int,
+    show_default="8000",
+)
 def serve(host: str, port: int) -> None:
     """Serve the demo, the chat API, the reviewer console and /metrics (models warmed first)."""
     from werkzeug.serving import make_server

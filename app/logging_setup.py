@@ -25,7 +25,9 @@ def configure_logging(as_json: bool, level: str) -> None:
     root = logging.getLogger()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        JsonFormatter() if as_json else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        JsonFormatter()
+        if as_json
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     # Replace only handlers we installed before, so pytest's capture handlers stay.
     for h in list(root.handlers):

@@ -13,48 +13,66 @@ import time
 from flask import Flask, Response, g, request
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
-    multiprocess,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
     generate_latest,
+    multiprocess,
 )
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 HTTP_REQUESTS = Counter(
-    "tierdesk_http_requests_total", "HTTP requests by endpoint and status.",
-    ["endpoint", "method", "status"], registry=REGISTRY,
+    "tierdesk_http_requests_total",
+    "HTTP requests by endpoint and status.",
+    ["endpoint", "method", "status"],
+    registry=REGISTRY,
 )
 HTTP_LATENCY = Histogram(
-    "tierdesk_http_request_seconds", "HTTP request latency by endpoint.", ["endpoint"],
+    "tierdesk_http_request_seconds",
+    "HTTP request latency by endpoint.",
+    ["endpoint"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
     registry=REGISTRY,
 )
 ROUTE_DECISIONS = Counter(
-    "tierdesk_route_decisions_total", "Router decisions by route and outcome.",
-    ["route", "outcome"], registry=REGISTRY,
+    "tierdesk_route_decisions_total",
+    "Router decisions by route and outcome.",
+    ["route", "outcome"],
+    registry=REGISTRY,
 )
 ESCALATIONS = Counter(
-    "tierdesk_escalations_total", "Messages sent to human review, by reason.", ["reason"],
+    "tierdesk_escalations_total",
+    "Messages sent to human review, by reason.",
+    ["reason"],
     registry=REGISTRY,
 )
 STAGE_LATENCY = Histogram(
-    "tierdesk_stage_seconds", "Latency of each NLP stage.", ["stage"],
+    "tierdesk_stage_seconds",
+    "Latency of each NLP stage.",
+    ["stage"],
     buckets=(0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
     registry=REGISTRY,
 )
 CACHE_EVENTS = Counter(
-    "tierdesk_answer_cache_total", "Answer cache hits and misses.", ["result"], registry=REGISTRY,
+    "tierdesk_answer_cache_total",
+    "Answer cache hits and misses.",
+    ["result"],
+    registry=REGISTRY,
 )
 REVIEW_QUEUE_DEPTH = Gauge(
-    "tierdesk_review_queue_depth", "Review items waiting in Redis.", registry=REGISTRY,
+    "tierdesk_review_queue_depth",
+    "Review items waiting in Redis.",
+    registry=REGISTRY,
     multiprocess_mode="mostrecent",
 )
 MODEL_INFO = Gauge(
-    "tierdesk_model_info", "Loaded model versions (value is always 1).", ["tier", "version"],
-    registry=REGISTRY, multiprocess_mode="max",
+    "tierdesk_model_info",
+    "Loaded model versions (value is always 1).",
+    ["tier", "version"],
+    registry=REGISTRY,
+    multiprocess_mode="max",
 )
 
 

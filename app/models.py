@@ -158,7 +158,9 @@ class ReviewItem(Base):
     conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
     message_id: Mapped[str] = mapped_column(ForeignKey("messages.id"))  # the customer's message
     draft_message_id: Mapped[str | None] = mapped_column(String(32))  # the bot's draft, if any
-    reason: Mapped[str] = mapped_column(String(64))  # below_threshold | ambiguous | ... | asked_for_human
+    reason: Mapped[str] = mapped_column(
+        String(64)
+    )  # below_threshold | ambiguous | ... | asked_for_human
     priority: Mapped[int] = mapped_column(Integer, default=0)
     intent: Mapped[str | None] = mapped_column(String(200))
     route: Mapped[str | None] = mapped_column(String(24))

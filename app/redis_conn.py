@@ -69,8 +69,12 @@ def connect(url: str | None, var_dir: Path) -> redis.Redis:
         # One quick retry, no backoff: when Redis is down, callers degrade (rate limits fail
         # open, escalations wait in the database) instead of blocking requests for seconds.
         return redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=1, socket_timeout=2,
-            health_check_interval=30, retry=Retry(NoBackoff(), 1),
+            url,
+            decode_responses=True,
+            socket_connect_timeout=1,
+            socket_timeout=2,
+            health_check_interval=30,
+            retry=Retry(NoBackoff(), 1),
         )
     return LazyRedis(  # type: ignore[return-value]
         lambda: redis.Redis.from_url(embedded_redis_url(var_dir), decode_responses=True)

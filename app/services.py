@@ -36,7 +36,9 @@ def init_app(app: Flask) -> None:
     from app.review.queue import ReviewQueue
 
     app.extensions[QUEUE_KEY] = ReviewQueue(
-        client, prefix=app.config["REDIS_PREFIX"], db_url=app.config["SQLALCHEMY_DATABASE_URI"],
+        client,
+        prefix=app.config["REDIS_PREFIX"],
+        db_url=app.config["SQLALCHEMY_DATABASE_URI"],
         lease_seconds=app.config["REVIEW_LEASE_SECONDS"],
         priority_step_seconds=app.config["REVIEW_PRIORITY_STEP_SECONDS"],
     )

@@ -24,13 +24,24 @@ def test_readyz_reports_missing_models_with_503(client):
 def test_metrics_exposes_request_counts(client):
     client.get("/healthz")
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'tierdesk_http_requests_total{endpoint="health.healthz",method="GET",status="200"}' in text
+    assert (
+        'tierdesk_http_requests_total{endpoint="health.healthz",method="GET",status="200"}' in text
+    )
 
 
 def test_migrations_create_every_table_and_downgrade_cleanly(any_db_url):
     tables = set(inspect(get_engine(any_db_url)).get_table_names())
-    assert {"articles", "intents", "training_examples", "conversations", "messages",
-            "review_items", "reviewers", "feedback", "system_state"} <= tables
+    assert {
+        "articles",
+        "intents",
+        "training_examples",
+        "conversations",
+        "messages",
+        "review_items",
+        "reviewers",
+        "feedback",
+        "system_state",
+    } <= tables
     assert migrate.current(any_db_url) == migrate.head_revision(any_db_url)
     migrate.downgrade(any_db_url, "base")
     assert set(inspect(get_engine(any_db_url)).get_table_names()) <= {"alembic_version"}
