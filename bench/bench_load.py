@@ -121,12 +121,7 @@ def closed_loop(port: int, questions: list[str], connections: int, seconds: floa
         i = 0
         while time.perf_counter() < stop:
             start = time.perf_counter()
-            try:
-                status, body = _post(conn, bodies[i % len(bodies)])
-            except (OSError, http.client.HTTPException):
-                status, body = 0, None
-                conn.close()
-                conn = _connection(port)
+            conn, status, body = _post_or_reconnect(conn, port, bodies[i % len(bodies)])
             recorder.add(time.perf_counter() - start, status, body)
             i += 1
         conn.close()
@@ -139,6 +134,16 @@ def closed_loop(port: int, questions: list[str], connections: int, seconds: floa
         t.join()
     elapsed = time.perf_counter() - started
     return _summary(recorder, elapsed, connections=connections)
+
+
+def _post_or_reconnect(conn, port: int, body: bytes):
+    """Post once; on a broken connection record status 0 and hand back a fresh connection."""
+    try:
+        status, answer = _post(conn, body)
+        return conn, status, answer
+    except (OSError, http.client.HTTPException):
+        conn.close()
+        return _connection(port), 0, None
 
 
 def open_loop(
@@ -160,12 +165,7 @@ def open_loop(
             delay = scheduled - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            try:
-                status, body = _post(conn, bodies[i % len(bodies)])
-            except (OSError, http.client.HTTPException):
-                status, body = 0, None
-                conn.close()
-                conn = _connection(port)
+            conn, status, body = _post_or_reconnect(conn, port, bodies[i % len(bodies)])
             recorder.add(time.perf_counter() - scheduled, status, body)
         conn.close()
 

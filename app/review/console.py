@@ -410,6 +410,14 @@ def teach(item_id: int):
 # -- stats --------------------------------------------------------------------------------------
 
 
+def _rate_bars(rows) -> list[tuple[str, float, str]]:
+    """(name, escalated, total) rows as bars of the escalation rate, labelled "n/total (r%)"."""
+    return [
+        (name, n / total if total else 0.0, f"{n}/{total} ({n / total:.0%})" if total else f"{n}")
+        for name, n, total in rows
+    ]
+
+
 @bp.get("/stats")
 def stats():
     try:
@@ -426,26 +434,12 @@ def stats():
     charts = {
         "depth": line_chart(board.depth_series, title="Open review items over time"),
         "route": bar_chart(
-            [
-                (
-                    name,
-                    n / total if total else 0.0,
-                    f"{n}/{total} ({n / total:.0%})" if total else f"{n}",
-                )
-                for name, n, total in board.by_route
-            ],
+            _rate_bars(board.by_route),
             title="Escalation rate by route",
             max_value=1.0,
         ),
         "intent": bar_chart(
-            [
-                (
-                    name,
-                    n / total if total else 0.0,
-                    f"{n}/{total} ({n / total:.0%})" if total else f"{n}",
-                )
-                for name, n, total in board.by_intent
-            ],
+            _rate_bars(board.by_intent),
             title="Escalation rate by intent (most escalated)",
             max_value=1.0,
         ),
