@@ -189,3 +189,39 @@ def test_concurrent_queries_give_the_same_answers(tier: BertTier):
     with ThreadPoolExecutor(max_workers=4) as pool:
         got = list(pool.map(lambda q: tier.run(q).candidates[0].slug, queries))
     assert got == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_traced_single_query_path_equals_the_eager_encoder(quantize, monkeypatch):
+    from app.nlp.bert import MAX_TOKENS, Encoder
+
+    traced = Encoder(default_bert_path(), quantize=quantize)
+    assert traced.traced
+    monkeypatch.setenv("TIERDESK_BERT_TRACE", "0")
+    eager = copy_with_eager(traced)
+    assert not eager.traced
+    # lengths from one word to past the truncation limit; emoji and another script too
+    texts = [
+        "hi",
+        "how do I activate my new card",
+        "ça coûte combien pour un virement à l'étranger 😀",
+        "why was I charged twice for one cash withdrawal " * 12,
+    ]
+    lengths = {
+        len(traced.tokenizer(t, truncation=True, max_length=MAX_TOKENS).input_ids) for t in texts
+    }
+    assert min(lengths) <= 3 and max(lengths) == MAX_TOKENS
+    for text in texts:
+        np.testing.assert_allclose(traced.encode_one(text), eager.encode_one(text), atol=1e-5)
+
+
+def copy_with_eager(encoder):
+    """The same weights without the traced graph (TIERDESK_BERT_TRACE=0 at build time)."""
+    import copy
+
+    from app.nlp.bert import _trace_single
+
+    clone = copy.copy(encoder)
+    clone._single = _trace_single(encoder.model)
+    return clone
