@@ -225,3 +225,23 @@ def copy_with_eager(encoder):
     clone = copy.copy(encoder)
     clone._single = _trace_single(encoder.model)
     return clone
+
+
+@pytest.mark.slow
+def test_prior_blend_moves_the_intent_distribution_towards_the_prior(tier: BertTier):
+    query = "what conversion rate do you apply to euros"
+    plain = tier.run(query, k=4)
+    assert plain.intents[0][0] == "exchange_rate"
+    # another model sure of a different intent, listing only its top two
+    prior = [("change_pin", 0.97), ("exchange_rate", 0.01)]
+    row = tier.prior_vector(prior)
+    assert row.sum() == pytest.approx(1.0, abs=1e-3)  # the leftover mass spread over the rest
+    assert row[tier.label_index["card_arrival"]] == pytest.approx(0.01, abs=1e-6)
+    unchanged = tier.run(query, k=4, prior=prior, prior_weight=0.0)
+    assert unchanged.intents == plain.intents
+    light = dict(tier.run(query, k=4, prior=prior, prior_weight=0.1).intents)
+    heavy = tier.run(query, k=4, prior=prior, prior_weight=0.9)
+    assert light["change_pin"] > dict(plain.intents)["change_pin"]
+    assert heavy.intents[0][0] == "change_pin"
+    assert heavy.candidates[0].intent == "change_pin"  # article scores follow the blend
+    assert sum(p for _, p in heavy.intents) == pytest.approx(1.0, abs=1e-4)

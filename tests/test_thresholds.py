@@ -83,11 +83,48 @@ def test_tuner_respects_budget_and_prefers_fewer_bert_calls():
     tiers = {0.0: {"a": "simple", "b": "simple"}}
     chosen, f1_min, figures = tune_thresholds(outcomes, tiers, budget=0.10)
     assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
-    assert figures["val_accuracy"] >= figures["best_grid_accuracy"] - 0.003 - 1e-9
-    assert figures["val_bert_share"] < 1.0  # confident FastText answers stay on the fast route
-    assert chosen.provenance["objective"].startswith("fewest BERT calls")
+    # FastText is right 99% of the time above 0.6 and BERT only 92%: those stay on the fast
+    # route, the rest go to BERT
+    # eligible for the fast route, and not cascaded to BERT for a calibrated confidence
+    # under tau_review
+    fast = (
+        (outcomes.ft_p1 >= chosen.tau_fast)
+        & (outcomes.ft_margin >= chosen.margin)
+        & (outcomes.simple_conf >= chosen.tau_review)
+    )
+    reliable = outcomes.ft_p1 > 0.6
+    assert (fast == reliable).mean() >= 0.97
+    assert figures["val_bert_share"] == pytest.approx(1.0 - reliable.mean(), abs=0.03)
+    assert chosen.provenance["objective"].startswith("max accuracy - 0.02 x BERT share")
     looser, _, loose_figures = tune_thresholds(outcomes, tiers, budget=0.30)
     assert loose_figures["val_answered_accuracy"] >= figures["val_answered_accuracy"]
+
+
+def test_bert_cost_trades_accuracy_for_fewer_bert_calls():
+    """BERT fixes the fast route's errors on low-confidence queries only at a rate of about one
+    in five: a cost per call above that keeps those queries on the fast route."""
+    rng = np.random.default_rng(1)
+    n = 1000
+    p1 = rng.uniform(0.3, 1.0, n)
+    simple_ok = rng.uniform(size=n) < np.where(p1 > 0.65, 0.99, 0.75)
+    bert_ok = rng.uniform(size=n) < 0.95
+    outcomes = ValidationOutcomes(
+        ft_top=["a"] * n,
+        ft_p1=p1,
+        ft_margin=p1,
+        simple_correct=simple_ok,
+        simple_conf=np.full(n, 0.99),
+        bert_correct=bert_ok,
+        bert_conf=np.full(n, 0.99),
+    )
+    tiers = {0.0: {"a": "simple"}}
+    _, _, cheap = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.01)
+    _, _, dear = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.5)
+    assert cheap["val_bert_share"] > 0.3
+    assert dear["val_bert_share"] == 0.0
+    assert cheap["val_accuracy"] > dear["val_accuracy"]
+    with pytest.raises(ThresholdsError, match="bert_cost"):
+        tune_thresholds(outcomes, tiers, bert_cost=1.5)
 
 
 def test_complex_tier_never_takes_the_simple_route():

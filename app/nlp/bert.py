@@ -61,6 +61,8 @@ KNN_TEMPERATURE = 0.05
 # similarity part, so they win only with a close match.
 DEFAULT_HEAD_WEIGHT = 0.5
 VALIDATION_SHARE = 0.1
+# Probability given to an intent another model (the prior of a blend) does not list.
+PRIOR_FLOOR = 1e-4
 HEAD_FILE = "bert_head.safetensors"
 META_FILE = "bert.json"
 
@@ -525,17 +527,46 @@ class BertTier:
         """Normalised sentence embeddings (mean pooling), shape (len(texts), dim)."""
         return self.encoder.encode(list(texts))
 
-    def intent_probabilities(self, vectors: np.ndarray) -> np.ndarray:
+    def intent_probabilities(
+        self, vectors: np.ndarray, priors: np.ndarray | None = None, prior_weight: float = 0.0
+    ) -> np.ndarray:
+        """P(intent) per row; with ``priors`` (rows aligned to ``labels``, e.g. FastText's view)
+        a log-linear blend: p ∝ p_bert^(1 - w) * p_prior^w."""
         probs = _softmax(cosines(vectors, self.weights) + self.bias)
         if self.knn_share > 0:
             knn = knn_probabilities(vectors, self.memory, self.memory_labels, len(self.labels))
             probs = (1.0 - self.knn_share) * probs + self.knn_share * knn
+        if priors is not None and prior_weight > 0:
+            logits = (1.0 - prior_weight) * np.log(np.maximum(probs, 1e-9)) + prior_weight * (
+                np.log(np.maximum(priors, PRIOR_FLOOR))
+            )
+            probs = _softmax(logits)
         return probs
 
-    def _score(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[KbEntry]]:
+    def prior_vector(self, pairs: list[tuple[str, float]]) -> np.ndarray:
+        """Another model's (intent, probability) list as a row aligned to ``labels``.
+
+        Intents the list leaves out share its leftover mass (at least PRIOR_FLOOR each), so a
+        top-k list works as well as a full distribution.
+        """
+        row = np.zeros(len(self.labels), dtype=np.float32)
+        listed = 0.0
+        for label, probability in pairs:
+            i = self.label_index.get(label)
+            if i is not None:
+                row[i] = probability
+                listed += probability
+        missing = row <= 0
+        if missing.any():
+            row[missing] = max(PRIOR_FLOOR, (1.0 - listed) / int(missing.sum()))
+        return row
+
+    def _score(
+        self, vectors: np.ndarray, priors: np.ndarray | None = None, prior_weight: float = 0.0
+    ) -> tuple[np.ndarray, np.ndarray, list[KbEntry]]:
         """Intent probabilities (n, labels), article scores (n, entries) and the entries."""
         entries, matrix, owners, entry_label = self._kb
-        probs = self.intent_probabilities(vectors)
+        probs = self.intent_probabilities(vectors, priors, prior_weight)
         if not entries:
             return probs, np.zeros((len(vectors), 0), dtype=np.float32), entries
         best_sim = group_max(cosines(vectors, matrix), owners, len(entries))
@@ -568,18 +599,38 @@ class BertTier:
             model_version=self.version,
         )
 
-    def run(self, query: str, k: int = 5) -> TierResult:
+    def run(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        prior: list[tuple[str, float]] | None = None,
+        prior_weight: float = 0.0,
+    ) -> TierResult:
+        """Top ``k`` intents and articles; ``prior`` (e.g. FastText's intents) is blended into
+        the intent distribution with ``prior_weight`` (see ``intent_probabilities``)."""
         started = time.perf_counter()
         vector = self.encoder.encode_one(query)[None, :]
-        probs, scores, entries = self._score(vector)
+        priors = self.prior_vector(prior)[None, :] if prior and prior_weight > 0 else None
+        probs, scores, entries = self._score(vector, priors, prior_weight)
         ms = (time.perf_counter() - started) * 1000.0
         return self._result(probs[0], scores[0], entries, k, ms)
 
-    def run_batch(self, queries: list[str], k: int = 5) -> list[TierResult]:
+    def run_batch(
+        self,
+        queries: list[str],
+        k: int = 5,
+        *,
+        priors: list[list[tuple[str, float]]] | None = None,
+        prior_weight: float = 0.0,
+    ) -> list[TierResult]:
         """Like run() for many queries; ``ms`` is the mean time per query of the batch."""
         started = time.perf_counter()
         vectors = self.encoder.encode(list(queries))
-        probs, scores, entries = self._score(vectors)
+        rows = None
+        if priors is not None and prior_weight > 0:
+            rows = np.stack([self.prior_vector(p) for p in priors])
+        probs, scores, entries = self._score(vectors, rows, prior_weight)
         ms = (time.perf_counter() - started) * 1000.0 / max(len(queries), 1)
         return [self._result(probs[i], scores[i], entries, k, ms) for i in range(len(queries))]
 

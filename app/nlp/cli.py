@@ -15,7 +15,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.nlp.thresholds import DEFAULTS, THRESHOLDS_FILE, ThresholdsError
+from app.nlp.thresholds import BERT_CALL_COST, DEFAULTS, THRESHOLDS_FILE, ThresholdsError
 from app.nlp.training import TrainingError
 
 
@@ -81,20 +81,33 @@ def train_command(quiet: bool) -> None:
     default=None,
     help="Where to write the thresholds [default: MODELS_DIR/thresholds.json].",
 )
+@click.option(
+    "--bert-cost",
+    default=BERT_CALL_COST,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="What one BERT call costs, in correct answers (0.02: worth it if 1 in 50 is fixed).",
+)
 @click.option("--quiet", is_flag=True)
-def tune_command(train_csv: str, val_csv: str, budget: float, out: str | None, quiet: bool) -> None:
+def tune_command(
+    train_csv: str, val_csv: str, budget: float, bert_cost: float, out: str | None, quiet: bool
+) -> None:
     """Grid-search tau_fast, margin and tau_review (step 0.05; 0.01 for tau_review).
 
-    Objective (app.nlp.thresholds.tune_thresholds): the fewest BERT calls among points whose
-    answered accuracy is within 0.2 points of the best point within the escalation budget
-    (and whose escalation-off accuracy is within 0.3 points of the best). The file is read by the server at start-up and on every reload.
+    Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget, the highest
+    accuracy minus BERT_COST per query sent to BERT; among equivalent points, the highest
+    answered accuracy. The file is read by the server at start-up and on every reload.
     """
     from app.nlp.training import read_labelled_csv, train_from_csv
 
     try:
         validation = read_labelled_csv(val_csv)
         trained, _ = train_from_csv(
-            train_csv, budget=budget, progress=not quiet, validation=validation
+            train_csv,
+            budget=budget,
+            bert_cost=bert_cost,
+            progress=not quiet,
+            validation=validation,
         )
     except TrainingError as exc:
         _fail(str(exc))

@@ -9,9 +9,11 @@ Per query (``mode="hybrid"``):
    simple calibrator turns (FastText top-1, margin, entropy, BM25 confidence) into P(correct).
    If that probability is under ``tau_review`` the query falls through to BERT (a cascade: the
    careful tier gets a look before anyone is bothered).
-3. Otherwise the BERT route: semantic matching against the KB plus the intent head; the
-   complex calibrator uses BERT's top-1, margins, cosine similarity to the KB, FastText's view
-   and the KL divergence between the two intent distributions.
+3. Otherwise the BERT route: semantic matching against the KB plus the intent head, whose
+   distribution is blended log-linearly with FastText's (weight ``fasttext_weight``, chosen on
+   held-out data: the two models err on different queries); the complex calibrator uses the
+   blend's top-1 and margins, cosine similarity to the KB, FastText's view and the KL
+   divergence between the two intent distributions.
 4. Under ``tau_review`` the decision escalates (when escalation is on) with the reason:
    ``out_of_scope`` (the query is far from every KB text), ``tiers_disagree`` (FastText and BERT
    name different intents and diverge beyond ``kl_disagree``), ``ambiguous`` (small margin) or
@@ -123,7 +125,8 @@ class Router:
         if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= th.tau_review):
             decision = self._simple_decision(query, ft, bm, simple_conf, escalate_reason=None)
         else:
-            bert, bert_error = self._run_bert(query) if mode != "fast" else (None, None)
+            prior = ft.intents if ft is not None else None
+            bert, bert_error = self._run_bert(query, prior) if mode != "fast" else (None, None)
             if bert is None:
                 stages["bert"] = {"error": bert_error or self.m.bert_error or "unavailable"}
                 if bm is None:
@@ -168,10 +171,16 @@ class Router:
         }
         return decision
 
-    def _run_bert(self, query: str) -> tuple[TierResult | None, str | None]:
+    def _run_bert(
+        self, query: str, prior: list[tuple[str, float]] | None = None
+    ) -> tuple[TierResult | None, str | None]:
+        """BERT's view, blended with FastText's (``prior``) when the thresholds say so."""
         if self.m.bert is None:
             return None, self.m.bert_error or "BERT tier not loaded"
+        weight = self.m.thresholds.fasttext_weight
         try:
+            if prior and weight > 0:
+                return self.m.bert.run(query, k=TOP_K, prior=prior, prior_weight=weight), None
             return self.m.bert.run(query, k=TOP_K), None
         except Exception as exc:  # noqa: BLE001 - the careful tier must never fail a query
             log.exception("BERT tier failed; answering from the fast tier")

@@ -8,6 +8,8 @@
   (used only to name the escalation reason).
 - ``oos_similarity``: BERT cosine similarity to the nearest KB text under which a query that
   escalates is called out of scope (again only the reason's name).
+- ``fasttext_weight``: on the BERT route, weight of FastText's intent distribution in the
+  log-linear blend with BERT's (0 = BERT alone); chosen on held-out data by ``tierdesk train``.
 
 Defaults live in ``DEFAULTS``; the server reads the file at start-up and on every model reload.
 """
@@ -38,11 +40,13 @@ class Thresholds:
     budget: float = 0.10
     kl_disagree: float = 2.0
     oos_similarity: float = 0.5
+    fasttext_weight: float = 0.0
     # How the values were chosen (objective, validation figures); free-form, for humans.
     provenance: dict = field(default_factory=dict)
 
     def validate(self, source: str = "thresholds") -> Thresholds:
-        for name in ("tau_fast", "margin", "tau_review", "budget", "oos_similarity"):
+        names = ("tau_fast", "margin", "tau_review", "budget", "oos_similarity", "fasttext_weight")
+        for name in names:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or math.isnan(value):
                 raise ThresholdsError(f"{source}: {name} must be a number, got {value!r}")
@@ -101,12 +105,16 @@ DEFAULTS = Thresholds()
 
 GRID_STEP = 0.05
 TAU_FAST_GRID = tuple(round(x, 2) for x in np.arange(0.30, 1.0001, GRID_STEP))
-MARGIN_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9001, GRID_STEP))
+MARGIN_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9501, GRID_STEP))
 TAU_REVIEW_GRID = tuple(round(x, 2) for x in np.arange(0.05, 0.9901, 0.01))
-# Answered accuracy may be this much below the best feasible point to save BERT calls.
-ANSWERED_SLACK = 0.002
-# The routing may lose at most this much escalation-off accuracy to the best grid point.
-ACCURACY_SLACK = 0.003
+# What one BERT call costs, in correct answers: the router sends a query to BERT when that
+# fixes at least one answer in 1 / BERT_CALL_COST calls. 0.02 = one fix per 50 calls, i.e. a
+# BERT call (about 15x the fast route's time) is worth 2% of a correct answer. A product
+# setting, not fitted to data: `tierdesk tune --bert-cost` changes it.
+BERT_CALL_COST = 0.02
+# Grid points whose utility is within this of the best are equivalent (about one validation
+# query in a thousand); among them the one that answers most accurately wins.
+UTILITY_TOLERANCE = 0.001
 
 
 @dataclass
@@ -131,22 +139,23 @@ def tune_thresholds(
     tier_maps: dict[float, dict[str, str]],
     *,
     budget: float = DEFAULTS.budget,
-    answered_slack: float = ANSWERED_SLACK,
-    accuracy_slack: float = ACCURACY_SLACK,
+    bert_cost: float = BERT_CALL_COST,
 ) -> tuple[Thresholds, float, dict]:
     """Grid search of (tier rule, tau_fast, margin, tau_review) on held-out outcomes.
 
     Objective, exactly:
-      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``, and the
-         escalation-off accuracy within ``accuracy_slack`` of the best escalation-off accuracy
-         any grid point reaches;
-      2. near-best: answered accuracy within ``answered_slack`` of the best feasible one (the
-         budget is spent on catching wrong answers);
-      3. among those, the fewest BERT calls; ties: higher answered accuracy, fewer escalations.
+      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``;
+      2. utility = escalation-off accuracy - ``bert_cost`` * share of queries that run BERT
+         (the highest accuracy, paying for every BERT call); points within
+         UTILITY_TOLERANCE of the best utility are equivalent;
+      3. among those, the highest answered accuracy (the budget is spent on catching wrong
+         answers); ties: fewer BERT calls, then fewer escalations.
 
     ``tier_maps`` maps each candidate ``f1_min`` to its tier map. Returns the thresholds, the
     chosen ``f1_min`` and the validation figures at that point.
     """
+    if not 0.0 <= bert_cost <= 1.0:
+        raise ThresholdsError(f"bert_cost must be between 0 and 1, got {bert_cost}")
     ok_s = np.asarray(outcomes.simple_correct, dtype=bool)
     ok_b = np.asarray(outcomes.bert_correct, dtype=bool)
     conf_s = np.asarray(outcomes.simple_conf, dtype=float)
@@ -187,13 +196,14 @@ def tune_thresholds(
                         )
                     )
     table = np.array([r[4:] for r in rows])
-    best_accuracy = table[:, 0].max()
-    feasible = (table[:, 2] <= budget + 1e-9) & (table[:, 0] >= best_accuracy - accuracy_slack)
-    if not feasible.any():
-        feasible = table[:, 2] <= budget + 1e-9
-    best_answered = table[feasible, 1].max()
-    near_best = feasible & (table[:, 1] >= best_answered - answered_slack)
-    order = np.lexsort((table[:, 2], -table[:, 1], table[:, 3]))
+    accuracy_col, answered_col, escalation_col, share_col = table.T
+    feasible = escalation_col <= budget + 1e-9
+    if not feasible.any():  # the budget is below any reachable escalation rate: least escalation
+        feasible = escalation_col <= escalation_col.min() + 1e-9
+    utility = accuracy_col - bert_cost * share_col
+    best_utility = utility[feasible].max()
+    near_best = feasible & (utility >= best_utility - UTILITY_TOLERANCE)
+    order = np.lexsort((escalation_col, share_col, -answered_col))
     chosen = next(i for i in order if near_best[i])
     f1_min, tau_fast, m, tr, accuracy, answered_acc, escalation, bert_share = rows[chosen]
     figures = {
@@ -201,13 +211,13 @@ def tune_thresholds(
         "val_answered_accuracy": round(float(answered_acc), 4),
         "val_coverage": round(1.0 - float(escalation), 4),
         "val_bert_share": round(float(bert_share), 4),
-        "best_grid_accuracy": round(float(best_accuracy), 4),
+        "best_grid_accuracy": round(float(accuracy_col[feasible].max()), 4),
         "n_val": n,
     }
     objective = (
-        f"fewest BERT calls among points with answered accuracy >= best - {answered_slack}, "
-        f"escalation <= {budget} and escalation-off accuracy >= best - {accuracy_slack}; "
-        f"grid step {GRID_STEP} (tau_review 0.01)"
+        f"max accuracy - {bert_cost} x BERT share (within {UTILITY_TOLERANCE}), then max "
+        f"answered accuracy, with escalation <= {budget}; grid step {GRID_STEP} "
+        f"(tau_review 0.01)"
     )
     thresholds = Thresholds(
         tau_fast=float(tau_fast),

@@ -47,7 +47,9 @@ from app.nlp.calibration import (
     simple_features,
 )
 from app.nlp.intent import FastTextIntent, stratified_split
+from app.nlp.router import TOP_K
 from app.nlp.thresholds import (
+    BERT_CALL_COST,
     DEFAULTS,
     THRESHOLDS_FILE,
     Thresholds,
@@ -319,6 +321,30 @@ def _cross_fitted(
     return out
 
 
+FASTTEXT_WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
+VALIDATION_BATCH = 256
+
+
+def choose_fasttext_weight(
+    ft: FastTextIntent, bert, texts: Sequence[str], labels: Sequence[str]
+) -> tuple[float, dict[str, float]]:
+    """The weight of FastText in the BERT route's blend that answers most held-out queries
+    right (ties: the smaller weight). Returns it and the accuracy of every grid weight."""
+    priors = [ft.run(t, k=TOP_K).intents for t in texts]
+    vectors = bert.embed(list(texts))
+    rows = np.stack([bert.prior_vector(p) for p in priors])
+    truth = np.asarray(labels)
+    accuracy = {}
+    for weight in FASTTEXT_WEIGHT_GRID:
+        _, scores, entries = bert._score(vectors, rows, weight)
+        if not entries:
+            return 0.0, {}
+        answered = np.array([entries[i].intent for i in scores.argmax(axis=1)])
+        accuracy[str(weight)] = round(float((answered == truth).mean()), 4)
+    best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy[str(w)], -w))
+    return best, accuracy
+
+
 def evaluate_routes(
     ft: FastTextIntent,
     bm25,
@@ -326,22 +352,31 @@ def evaluate_routes(
     queries: Sequence[str],
     labels: Sequence[str | None],
     progress: bool = False,
+    fasttext_weight: float = 0.0,
 ) -> dict:
     """Run both routes on every query; ``labels`` None marks out-of-scope (never correct)."""
     from app.nlp.router import Router, RouterModels
 
     head_weight = getattr(bert, "head_weight", None)
     retriever = Router(RouterModels(ft, bm25, bert, CalibrationSet.untrained(), Thresholds(), {}))
+    ft_results = [ft.run(q, k=TOP_K) for q in queries]
     bert_results = []
-    batch = 256
     for start in tqdm(
-        range(0, len(queries), batch),
+        range(0, len(queries), VALIDATION_BATCH),
         desc="validating",
         unit="batch",
         disable=not progress,
         leave=False,
     ):
-        bert_results.extend(bert.run_batch(list(queries[start : start + batch]), k=10))
+        stop = start + VALIDATION_BATCH
+        bert_results.extend(
+            bert.run_batch(
+                list(queries[start:stop]),
+                k=TOP_K,
+                priors=[f.intents for f in ft_results[start:stop]],
+                prior_weight=fasttext_weight,
+            )
+        )
     out = {
         "simple_rows": [],
         "complex_rows": [],
@@ -351,8 +386,7 @@ def evaluate_routes(
         "ft_p1": [],
         "ft_margin": [],
     }
-    for query, label, b in zip(queries, labels, bert_results, strict=True):
-        f = ft.run(query, k=10)
+    for query, label, f, b in zip(queries, labels, ft_results, bert_results, strict=True):
         top = f.intents[0][0] if f.intents else None
         m = retriever.simple_retrieve(query, f)
         simple_answer = m.candidates[0].intent if m.candidates else None
@@ -375,6 +409,7 @@ def fit_models(
     data: TrainingData,
     *,
     budget: float = DEFAULTS.budget,
+    bert_cost: float = BERT_CALL_COST,
     bert_path: str | Path | None = None,
     quantize: bool = True,
     progress: bool = True,
@@ -426,7 +461,10 @@ def fit_models(
         negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
         queries = [*val_texts, *negatives]
         truth: list[str | None] = [*val_labels, *[None] * len(negatives)]
-        routes = evaluate_routes(ft, bm25_val, bert, queries, truth, progress=progress)
+        fasttext_weight, blend_accuracy = choose_fasttext_weight(ft, bert, val_texts, val_labels)
+        routes = evaluate_routes(
+            ft, bm25_val, bert, queries, truth, progress=progress, fasttext_weight=fasttext_weight
+        )
         calibration, outcomes, cal_metrics = _calibrate(routes, len(val_texts), seed)
         per_label = ft.per_label_scores(val_texts, val_labels)
         tier_maps = {
@@ -435,7 +473,11 @@ def fit_models(
             )
             for f in F1_GRID
         }
-        thresholds, f1_min, figures = tune_thresholds(outcomes, tier_maps, budget=budget)
+        thresholds, f1_min, figures = tune_thresholds(
+            outcomes, tier_maps, budget=budget, bert_cost=bert_cost
+        )
+        thresholds.fasttext_weight = fasttext_weight
+        figures["val_bert_accuracy_by_fasttext_weight"] = blend_accuracy
         _name_reason_thresholds(thresholds, routes, len(val_texts))
         oos_conf = _oos_confidences(
             routes, calibration, len(val_texts), thresholds, tier_maps[f1_min]
