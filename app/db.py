@@ -6,6 +6,9 @@ CLI commands and background work use ``session_scope`` for a commit-or-rollback 
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +18,10 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 _engines: dict[str, Engine] = {}
+# One sessionmaker per engine: each ``sessionmaker()`` defines a new Session subclass, and
+# SQLAlchemy sets up event dispatch for every new class (measured: ~0.8 ms per request when a
+# factory was built for each request's session).
+_factories: dict[str, sessionmaker[Session]] = {}
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -29,7 +36,9 @@ def get_engine(url: str) -> Engine:
     """The process-wide engine for ``url`` (SQLite files get their folder created)."""
     engine = _engines.get(url)
     if engine is None:
-        kwargs: dict = {"future": True, "pool_pre_ping": True}
+        # A pre-ping (one round trip per checkout) matters only for a server that can drop
+        # connections; a SQLite file cannot.
+        kwargs: dict = {"future": True, "pool_pre_ping": not url.startswith("sqlite")}
         if url.startswith("sqlite"):
             path = url.split("///", 1)[-1]
             if path and path != ":memory:":
@@ -44,12 +53,58 @@ def get_engine(url: str) -> Engine:
 
 def dispose_engine(url: str) -> None:
     engine = _engines.pop(url, None)
+    _factories.pop(url, None)
     if engine is not None:
         engine.dispose()
 
 
+_write_locks: dict[tuple[int, str], tuple[threading.Lock, int]] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(path: str) -> tuple[threading.Lock, int]:
+    key = (os.getpid(), path)  # a descriptor inherited through fork would be shared: no lock
+    with _write_locks_guard:
+        lock = _write_locks.get(key)
+        if lock is None:
+            fd = os.open(f"{path}-writelock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            lock = _write_locks[key] = (threading.Lock(), fd)
+        return lock
+
+
+@contextmanager
+def serialized_write(session: Session) -> Iterator[None]:
+    """Around a short write transaction on a SQLite file: one writer at a time, across the
+    threads and processes that use this helper, woken as soon as the previous one is done.
+
+    SQLite itself lets a second writer retry on a sleep schedule (1, 2, 5, 10 ms ...) while
+    the first holds its lock; under load that sleeping cost more than the writes (measured:
+    about 20 % of answered turns waited over 1 ms with two gunicorn workers). Writers that do
+    not use this helper still take SQLite's lock and retry within ``busy_timeout`` as before.
+    Other databases: no effect.
+    """
+    url = session.get_bind().url
+    path = url.database if url.get_backend_name() == "sqlite" else None
+    if not path or path == ":memory:" or path.startswith("file:"):
+        yield
+        return
+    thread_lock, fd = _write_lock(os.path.abspath(path))
+    with thread_lock:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def session_factory(url: str) -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+    """The process-wide session factory for ``url`` (sessions do not expire on commit)."""
+    engine = get_engine(url)
+    factory = _factories.get(url)
+    if factory is None or factory.kw.get("bind") is not engine:
+        factory = sessionmaker(bind=engine, expire_on_commit=False)
+        _factories[url] = factory
+    return factory
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
 from app.chat.text import asks_for_human
+from app.db import serialized_write
 from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id, utcnow
 from app.nlp.types import Decision
 
@@ -239,17 +240,22 @@ def _store_answered_turn(
     relaxed_commit: bool,
 ) -> None:
     """One transaction of plain Core INSERTs: an answered turn is the hot path, and the ORM's
-    unit of work cost several times more than the INSERTs themselves (measured here)."""
-    if relaxed_commit:
-        relax_commit_durability(session)
+    unit of work cost several times more than the INSERTs themselves (measured here). On a
+    SQLite file the transaction runs under ``serialized_write`` (see there)."""
     now = utcnow()
-    if new_conversation is not None:
-        session.execute(
-            Conversation.__table__.insert(),
-            [_row(new_conversation, created_at=now, updated_at=now)],
-        )
-    session.execute(Message.__table__.insert(), [_row(m, created_at=now) for m in messages])
-    session.commit()
+    conversation_rows = (
+        [_row(new_conversation, created_at=now, updated_at=now)]
+        if new_conversation is not None
+        else None
+    )
+    message_rows = [_row(m, created_at=now) for m in messages]
+    with serialized_write(session):
+        if relaxed_commit:
+            relax_commit_durability(session)
+        if conversation_rows:
+            session.execute(Conversation.__table__.insert(), conversation_rows)
+        session.execute(Message.__table__.insert(), message_rows)
+        session.commit()
 
 
 def _row(obj, **values: Any) -> dict[str, Any]:
