@@ -3,6 +3,19 @@
 Each worker loads and warms its own models after the fork (torch's thread pools do not survive
 a fork safely, so no ``preload_app``). Metrics from all workers are merged through
 PROMETHEUS_MULTIPROC_DIR.
+
+Worker class: ``sync`` (one request at a time per worker, no keep-alive) by default. A chat
+request is CPU-bound Python (about 3 ms), so threads in one worker only queue on the GIL, and a
+keep-alive connection stays with the worker that accepted it, however busy. With ``sync`` the
+workers take connections from one shared accept queue, each when it is free. Measured with
+bench/bench_load.py on 2 cores, SQLite, 2 workers (closed loop, same session): ``sync``
+390-400 req/s; ``gthread`` with 1 thread 250-300; with 4 threads 190-260, and there the turn's
+INSERTs waited for the GIL or SQLite's lock in about half of the requests.
+
+``sync`` workers must sit behind a buffering reverse proxy (nginx or the like) when clients can
+be slow or hostile: a client that sends its request slowly holds a sync worker for up to
+``timeout`` seconds. ``TIERDESK_WORKER_CLASS=gthread`` (with ``TIERDESK_THREADS``) serves
+keep-alive connections directly instead, at the cost above.
 """
 
 import os
@@ -11,8 +24,9 @@ import tempfile
 
 bind = os.environ.get("TIERDESK_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("TIERDESK_WORKERS", "2"))
-threads = int(os.environ.get("TIERDESK_THREADS", "4"))
-worker_class = "gthread"
+worker_class = os.environ.get("TIERDESK_WORKER_CLASS", "sync")
+# gunicorn turns a sync worker with more than one thread into gthread: one unless asked.
+threads = int(os.environ.get("TIERDESK_THREADS", "1"))
 timeout = 60
 graceful_timeout = 30
 keepalive = 5
