@@ -118,6 +118,19 @@ def test_intent_restricts_candidates(retriever: BM25Retriever) -> None:
     assert "lost-card" in slugs(retriever.run("my card"))
 
 
+def test_restricted_answer_is_compared_with_the_whole_kb(retriever: BM25Retriever) -> None:
+    """A wrong intent from FastText shows: the restricted answer is not the best article."""
+    agreeing = retriever.run("someone stole my card", intent="lost_or_stolen_card")
+    assert agreeing.signals == {"unrestricted_agrees": 1.0, "share_of_best": 1.0}
+    wrong = retriever.run("someone stole my card", intent="card_arrival")
+    assert slugs(wrong)[0] in {"card-arrival", "virtual-card-arrival"}
+    assert wrong.signals["unrestricted_agrees"] == 0.0
+    best = retriever.run("someone stole my card").candidates[0].score
+    assert wrong.signals["share_of_best"] == pytest.approx(wrong.candidates[0].score / best)
+    assert 0.0 < wrong.signals["share_of_best"] < 1.0
+    assert retriever.run("someone stole my card").signals == {}  # no restriction, no signals
+
+
 def test_unknown_intent_falls_back_to_all_articles(retriever: BM25Retriever) -> None:
     assert slugs(retriever.run("stolen card", intent="no_such_intent")) == slugs(
         retriever.run("stolen card")

@@ -9,6 +9,7 @@ import pytest
 
 from app.nlp.thresholds import (
     DEFAULTS,
+    OutOfScopeOutcomes,
     Thresholds,
     ThresholdsError,
     ValidationOutcomes,
@@ -81,7 +82,7 @@ def _outcomes(n=400, seed=0):
 def test_tuner_respects_budget_and_prefers_fewer_bert_calls():
     outcomes = _outcomes()
     tiers = {0.0: {"a": "simple", "b": "simple"}}
-    chosen, f1_min, figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    chosen, f1_min, figures = tune_thresholds(outcomes, tiers, budget=0.10, bert_budget=1.0)
     assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
     # FastText is right 99% of the time above 0.6 and BERT only 92%: those stay on the fast
     # route, the rest go to BERT
@@ -96,7 +97,7 @@ def test_tuner_respects_budget_and_prefers_fewer_bert_calls():
     assert (fast == reliable).mean() >= 0.97
     assert figures["val_bert_share"] == pytest.approx(1.0 - reliable.mean(), abs=0.03)
     assert chosen.provenance["objective"].startswith("max accuracy - 0.02 x BERT share")
-    looser, _, loose_figures = tune_thresholds(outcomes, tiers, budget=0.30)
+    looser, _, loose_figures = tune_thresholds(outcomes, tiers, budget=0.30, bert_budget=1.0)
     assert loose_figures["val_answered_accuracy"] >= figures["val_answered_accuracy"]
 
 
@@ -118,13 +119,40 @@ def test_bert_cost_trades_accuracy_for_fewer_bert_calls():
         bert_conf=np.full(n, 0.99),
     )
     tiers = {0.0: {"a": "simple"}}
-    _, _, cheap = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.01)
-    _, _, dear = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.5)
+    _, _, cheap = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.01, bert_budget=1.0)
+    _, _, dear = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.5, bert_budget=1.0)
     assert cheap["val_bert_share"] > 0.3
     assert dear["val_bert_share"] == 0.0
     assert cheap["val_accuracy"] > dear["val_accuracy"]
+    _, _, capped = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.01, bert_budget=0.2)
+    assert 0.1 < capped["val_bert_share"] <= 0.2  # BERT takes the least sure within its capacity
+    assert dear["val_accuracy"] < capped["val_accuracy"] < cheap["val_accuracy"]
     with pytest.raises(ThresholdsError, match="bert_cost"):
         tune_thresholds(outcomes, tiers, bert_cost=1.5)
+
+
+def test_out_of_scope_queries_must_escalate():
+    """Out-of-scope queries the calibrators rate 0.45-0.5: a tau_review above that escalates
+    them, and costs the in-scope queries nothing here; the tuner must pick such a point."""
+    outcomes = _outcomes()
+    tiers = {0.0: {"a": "simple", "b": "simple"}}
+    blind, _, blind_figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    assert blind.tau_review <= 0.45
+    assert blind_figures["val_oos_escalation_recall"] is None
+    n = 100
+    rng = np.random.default_rng(2)
+    outcomes.oos = OutOfScopeOutcomes(
+        ft_top=["a"] * n,
+        ft_p1=rng.uniform(0.2, 1.0, n),
+        ft_margin=rng.uniform(0.0, 0.9, n),
+        simple_conf=np.full(n, 0.5),
+        bert_conf=np.full(n, 0.45),
+    )
+    chosen, _, figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    assert chosen.tau_review > 0.5
+    assert figures["val_oos_escalation_recall"] == 1.0
+    assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
+    assert "out-of-scope escalation >= 0.95" in chosen.provenance["objective"]
 
 
 def test_complex_tier_never_takes_the_simple_route():
@@ -132,3 +160,4 @@ def test_complex_tier_never_takes_the_simple_route():
     tiers = {0.0: {"a": "complex", "b": "complex"}}
     _, _, figures = tune_thresholds(outcomes, tiers, budget=0.10)
     assert figures["val_bert_share"] == 1.0
+    assert figures["bert_budget_held"] is False  # declared tiers win over BERT's capacity

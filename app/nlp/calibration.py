@@ -21,7 +21,15 @@ from app.nlp.types import TierResult
 
 EPS = 1e-4
 
-SIMPLE_FEATURES = ("ft_p1", "ft_logit_p1", "ft_margin", "ft_entropy", "bm25_confidence")
+SIMPLE_FEATURES = (
+    "ft_p1",
+    "ft_logit_p1",
+    "ft_margin",
+    "ft_entropy",
+    "bm25_confidence",
+    "bm25_unrestricted_agrees",
+    "bm25_share_of_best",
+)
 COMPLEX_FEATURES = (
     "bert_p1",
     "bert_logit_p1",
@@ -91,12 +99,16 @@ def bert_similarity(bert: TierResult, head_weight: float | None) -> float:
 
 def simple_features(ft: TierResult, bm25: TierResult | None) -> dict[str, float]:
     p1 = ft.intents[0][1] if ft.intents else 0.0
+    signals = bm25.signals if bm25 is not None and bm25.candidates else {}
     return {
         "ft_p1": p1,
         "ft_logit_p1": _logit(p1),
         "ft_margin": _margin(ft.intents),
         "ft_entropy": _entropy(ft.intents),
         "bm25_confidence": bm25.confidence if bm25 and bm25.candidates else 0.0,
+        # BM25 restricted to FastText's intent against BM25 over the whole KB (see bm25.py)
+        "bm25_unrestricted_agrees": signals.get("unrestricted_agrees", 0.0),
+        "bm25_share_of_best": signals.get("share_of_best", 0.0),
     }
 
 

@@ -15,7 +15,13 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app.nlp.thresholds import BERT_CALL_COST, DEFAULTS, THRESHOLDS_FILE, ThresholdsError
+from app.nlp.thresholds import (
+    BERT_BUDGET,
+    BERT_CALL_COST,
+    DEFAULTS,
+    THRESHOLDS_FILE,
+    ThresholdsError,
+)
 from app.nlp.training import TrainingError
 
 
@@ -88,15 +94,28 @@ def train_command(quiet: bool) -> None:
     type=click.FloatRange(0.0, 1.0),
     help="What one BERT call costs, in correct answers (0.02: worth it if 1 in 50 is fixed).",
 )
+@click.option(
+    "--bert-budget",
+    default=BERT_BUDGET,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Largest share of queries the BERT tier may take (its capacity).",
+)
 @click.option("--quiet", is_flag=True)
 def tune_command(
-    train_csv: str, val_csv: str, budget: float, bert_cost: float, out: str | None, quiet: bool
+    train_csv: str,
+    val_csv: str,
+    budget: float,
+    bert_cost: float,
+    bert_budget: float,
+    out: str | None,
+    quiet: bool,
 ) -> None:
     """Grid-search tau_fast, margin and tau_review (step 0.05; 0.01 for tau_review).
 
-    Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget, the highest
-    accuracy minus BERT_COST per query sent to BERT; among equivalent points, the highest
-    answered accuracy. The file is read by the server at start-up and on every reload.
+    Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget and the BERT
+    budget, the highest accuracy minus BERT_COST per query sent to BERT; among equivalent
+    points, the highest answered accuracy. The file is read by the server at start-up and on every reload.
     """
     from app.nlp.training import read_labelled_csv, train_from_csv
 
@@ -106,6 +125,7 @@ def tune_command(
             train_csv,
             budget=budget,
             bert_cost=bert_cost,
+            bert_budget=bert_budget,
             progress=not quiet,
             validation=validation,
         )

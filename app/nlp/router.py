@@ -255,6 +255,11 @@ def _stage(result: TierResult) -> dict:
         ],
         "confidence": round(result.confidence, 5),
         "ms": round(result.ms, 4),
+        **(
+            {"signals": {k: round(v, 5) for k, v in result.signals.items()}}
+            if result.signals
+            else {}
+        ),
     }
 
 

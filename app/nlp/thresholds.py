@@ -112,6 +112,13 @@ TAU_REVIEW_GRID = tuple(round(x, 2) for x in np.arange(0.05, 0.9901, 0.01))
 # BERT call (about 15x the fast route's time) is worth 2% of a correct answer. A product
 # setting, not fitted to data: `tierdesk tune --bert-cost` changes it.
 BERT_CALL_COST = 0.02
+# Capacity: the complex tier is sized for BERT on at most this share of queries. With the
+# fast route at ~5% of a BERT call's time, 0.25 keeps the router's mean latency near 0.3x of
+# BERT alone. `tierdesk tune --bert-budget` changes it; 1.0 lifts the cap.
+BERT_BUDGET = 0.25
+# Out-of-scope questions must escalate: the operating point must escalate at least this share
+# of the held-out out-of-scope queries (when any point can).
+OOS_RECALL_MIN = 0.95
 # Grid points whose utility is within this of the best are equivalent (about one validation
 # query in a thousand); among them the one that answers most accurately wins.
 UTILITY_TOLERANCE = 0.001
@@ -132,6 +139,19 @@ class ValidationOutcomes:
     simple_conf: np.ndarray
     bert_correct: np.ndarray
     bert_conf: np.ndarray
+    # The same for out-of-scope queries (never correct); empty when there are none.
+    oos: OutOfScopeOutcomes | None = None
+
+
+@dataclass
+class OutOfScopeOutcomes:
+    """Per held-out out-of-scope query: FastText's view and each route's calibrated confidence."""
+
+    ft_top: list[str]
+    ft_p1: np.ndarray
+    ft_margin: np.ndarray
+    simple_conf: np.ndarray
+    bert_conf: np.ndarray
 
 
 def tune_thresholds(
@@ -140,11 +160,15 @@ def tune_thresholds(
     *,
     budget: float = DEFAULTS.budget,
     bert_cost: float = BERT_CALL_COST,
+    bert_budget: float = BERT_BUDGET,
 ) -> tuple[Thresholds, float, dict]:
     """Grid search of (tier rule, tau_fast, margin, tau_review) on held-out outcomes.
 
     Objective, exactly:
-      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``;
+      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``, share of
+         held-out out-of-scope queries escalated >= OOS_RECALL_MIN (the best reachable when
+         none can), and share that runs BERT <= ``bert_budget`` (dropped when no point fits
+         it, e.g. when the intents declared ``complex`` alone take more; the figures say so);
       2. utility = escalation-off accuracy - ``bert_cost`` * share of queries that run BERT
          (the highest accuracy, paying for every BERT call); points within
          UTILITY_TOLERANCE of the best utility are equivalent;
@@ -154,8 +178,9 @@ def tune_thresholds(
     ``tier_maps`` maps each candidate ``f1_min`` to its tier map. Returns the thresholds, the
     chosen ``f1_min`` and the validation figures at that point.
     """
-    if not 0.0 <= bert_cost <= 1.0:
-        raise ThresholdsError(f"bert_cost must be between 0 and 1, got {bert_cost}")
+    for name, value in (("bert_cost", bert_cost), ("bert_budget", bert_budget)):
+        if not 0.0 <= value <= 1.0:
+            raise ThresholdsError(f"{name} must be between 0 and 1, got {value}")
     ok_s = np.asarray(outcomes.simple_correct, dtype=bool)
     ok_b = np.asarray(outcomes.bert_correct, dtype=bool)
     conf_s = np.asarray(outcomes.simple_conf, dtype=float)
@@ -166,9 +191,11 @@ def tune_thresholds(
     if n == 0:
         raise ThresholdsError("no validation queries to tune on")
     tau_r = np.asarray(TAU_REVIEW_GRID)[:, None]
+    oos = outcomes.oos
     rows = []
     for f1_min, tiers in tier_maps.items():
         simple_tier = np.array([tiers.get(t, "simple") == "simple" for t in outcomes.ft_top])
+        oos_tier = np.array([tiers.get(t, "simple") == "simple" for t in oos.ft_top] if oos else [])
         for tau_fast in TAU_FAST_GRID:
             confident = simple_tier & (p1 >= tau_fast - 1e-9)
             for m in MARGIN_GRID:
@@ -177,6 +204,7 @@ def tune_thresholds(
                 correct = np.where(simple, ok_s[None, :], ok_b[None, :])
                 conf = np.where(simple, conf_s[None, :], conf_b[None, :])
                 answered = conf >= tau_r
+                oos_recall = _oos_recall(oos, oos_tier, tau_fast, m, tau_r)
                 n_answered = answered.sum(axis=1)
                 accuracy = correct.mean(axis=1)
                 answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
@@ -193,30 +221,41 @@ def tune_thresholds(
                             answered_acc[i],
                             escalation[i],
                             bert_share[i],
+                            oos_recall[i],
                         )
                     )
     table = np.array([r[4:] for r in rows])
-    accuracy_col, answered_col, escalation_col, share_col = table.T
+    accuracy_col, answered_col, escalation_col, share_col, oos_col = table.T
     feasible = escalation_col <= budget + 1e-9
     if not feasible.any():  # the budget is below any reachable escalation rate: least escalation
         feasible = escalation_col <= escalation_col.min() + 1e-9
+    feasible &= oos_col >= min(OOS_RECALL_MIN, oos_col[feasible].max()) - 1e-9
+    within_capacity = feasible & (share_col <= bert_budget + 1e-9)
+    capped = bool(within_capacity.any())
+    if capped:  # else complex tiers alone exceed the BERT budget: it cannot hold
+        feasible = within_capacity
     utility = accuracy_col - bert_cost * share_col
     best_utility = utility[feasible].max()
     near_best = feasible & (utility >= best_utility - UTILITY_TOLERANCE)
     order = np.lexsort((escalation_col, share_col, -answered_col))
     chosen = next(i for i in order if near_best[i])
-    f1_min, tau_fast, m, tr, accuracy, answered_acc, escalation, bert_share = rows[chosen]
+    f1_min, tau_fast, m, tr, accuracy, answered_acc, escalation, bert_share, oos_recall = rows[
+        chosen
+    ]
     figures = {
         "val_accuracy": round(float(accuracy), 4),
         "val_answered_accuracy": round(float(answered_acc), 4),
         "val_coverage": round(1.0 - float(escalation), 4),
         "val_bert_share": round(float(bert_share), 4),
+        "val_oos_escalation_recall": round(float(oos_recall), 4) if oos else None,
         "best_grid_accuracy": round(float(accuracy_col[feasible].max()), 4),
+        "bert_budget_held": capped,
         "n_val": n,
     }
     objective = (
         f"max accuracy - {bert_cost} x BERT share (within {UTILITY_TOLERANCE}), then max "
-        f"answered accuracy, with escalation <= {budget}; grid step {GRID_STEP} "
+        f"answered accuracy, with escalation <= {budget}, out-of-scope escalation >= "
+        f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; grid step {GRID_STEP} "
         f"(tau_review 0.01)"
     )
     thresholds = Thresholds(
@@ -227,3 +266,19 @@ def tune_thresholds(
         provenance={"objective": objective, "f1_min": f1_min, **figures},
     )
     return thresholds, float(f1_min), figures
+
+
+def _oos_recall(
+    oos: OutOfScopeOutcomes | None,
+    simple_tier: np.ndarray,
+    tau_fast: float,
+    margin: float,
+    tau_r: np.ndarray,
+) -> np.ndarray:
+    """Share of out-of-scope queries escalated, for every tau_review of the grid (1 if none)."""
+    if oos is None or not len(oos.ft_p1):
+        return np.ones(len(tau_r))
+    eligible = simple_tier & (oos.ft_p1 >= tau_fast - 1e-9) & (oos.ft_margin >= margin - 1e-9)
+    simple = eligible[None, :] & (oos.simple_conf[None, :] >= tau_r)
+    conf = np.where(simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
+    return (conf < tau_r).mean(axis=1)

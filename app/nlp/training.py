@@ -49,9 +49,11 @@ from app.nlp.calibration import (
 from app.nlp.intent import FastTextIntent, stratified_split
 from app.nlp.router import TOP_K
 from app.nlp.thresholds import (
+    BERT_BUDGET,
     BERT_CALL_COST,
     DEFAULTS,
     THRESHOLDS_FILE,
+    OutOfScopeOutcomes,
     Thresholds,
     ValidationOutcomes,
     tune_thresholds,
@@ -410,6 +412,7 @@ def fit_models(
     *,
     budget: float = DEFAULTS.budget,
     bert_cost: float = BERT_CALL_COST,
+    bert_budget: float = BERT_BUDGET,
     bert_path: str | Path | None = None,
     quantize: bool = True,
     progress: bool = True,
@@ -474,17 +477,11 @@ def fit_models(
             for f in F1_GRID
         }
         thresholds, f1_min, figures = tune_thresholds(
-            outcomes, tier_maps, budget=budget, bert_cost=bert_cost
+            outcomes, tier_maps, budget=budget, bert_cost=bert_cost, bert_budget=bert_budget
         )
         thresholds.fasttext_weight = fasttext_weight
         figures["val_bert_accuracy_by_fasttext_weight"] = blend_accuracy
         _name_reason_thresholds(thresholds, routes, len(val_texts))
-        oos_conf = _oos_confidences(
-            routes, calibration, len(val_texts), thresholds, tier_maps[f1_min]
-        )
-        figures["val_oos_escalation_recall"] = (
-            round(float((oos_conf < thresholds.tau_review).mean()), 4) if len(oos_conf) else None
-        )
         thresholds.provenance.update(figures)
         bar.step("calibrated and tuned")
         metrics = {
@@ -559,6 +556,13 @@ def _calibrate(routes: dict, n_in_scope: int, seed: int):
         simple_conf=conf_s[:n],
         bert_correct=bert_ok[:n],
         bert_conf=conf_b[:n],
+        oos=OutOfScopeOutcomes(
+            ft_top=routes["ft_top"][n:],
+            ft_p1=routes["ft_p1"][n:],
+            ft_margin=routes["ft_margin"][n:],
+            simple_conf=conf_s[n:],
+            bert_conf=conf_b[n:],
+        ),
     )
     routes["conf_s"], routes["conf_b"] = conf_s, conf_b
     return calibration, outcomes, metrics
@@ -575,27 +579,6 @@ def _name_reason_thresholds(thresholds: Thresholds, routes: dict, n: int) -> Non
     if ok.any():
         thresholds.oos_similarity = float(np.clip(np.percentile(sims[ok], 5), 0.0, 1.0))
         thresholds.kl_disagree = float(max(0.0, np.percentile(kls[ok], 90)))
-
-
-def _oos_confidences(
-    routes: dict,
-    calibration: CalibrationSet,
-    n: int,
-    thresholds: Thresholds,
-    tiers: Mapping[str, str],
-) -> np.ndarray:
-    """Final confidence the router would give each out-of-scope negative (cross-fitted)."""
-    conf_s, conf_b = routes["conf_s"][n:], routes["conf_b"][n:]
-    p1, margin = routes["ft_p1"][n:], routes["ft_margin"][n:]
-    tops = routes["ft_top"][n:]
-    simple_tier = np.array([tiers.get(t, "simple") == "simple" for t in tops], dtype=bool)
-    simple = (
-        simple_tier
-        & (p1 >= thresholds.tau_fast)
-        & (margin >= thresholds.margin)
-        & (conf_s >= thresholds.tau_review)
-    )
-    return np.where(simple, conf_s, conf_b)
 
 
 # -- versioned model folders -------------------------------------------------------------

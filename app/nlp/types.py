@@ -42,6 +42,9 @@ class TierResult:
     confidence: float = 0.0
     ms: float = 0.0
     model_version: str | None = None
+    # Tier-specific numbers the calibrators may use (e.g. how BM25 restricted to an intent
+    # compares with BM25 over the whole KB); names are documented by the tier.
+    signals: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
