@@ -1,11 +1,14 @@
-"""BERT complex route on BANKING77: accuracy, latency (fp32 vs int8), training time, memory.
+"""BERT complex route on BANKING77: accuracy, latency (fp32 vs int8, eager vs traced), training
+time, memory.
 
 Trains the BERT tier on TRAIN (or reuses the model cached in ``bench/out/bert_model`` when it was
 trained on the same data with the same code version), builds a knowledge base of one article per
 category (title = the category name, alternate questions = a seeded sample of that category's
 training texts) and answers every TEST query. A query is correct when the top candidate
 article's intent is its category. The same saved model is loaded twice, fp32 and int8 (dynamic
-quantization of the Linear layers), and measured in the same run.
+quantization of the Linear layers), and each runs single queries both through the traced
+TorchScript encoder (the default) and through eager PyTorch; all four are measured interleaved in
+the same run.
 
     python bench/bench_bert.py                    # uses the cached model when valid
     python bench/bench_bert.py --retrain --kb-sample 20
@@ -14,6 +17,7 @@ quantization of the Linear layers), and measured in the same run.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import gc
 import hashlib
@@ -160,9 +164,19 @@ def main() -> None:
         tiers[name], figures[name] = measure_accuracy(
             args.out / "bert_model", quantize, kb, test_texts, test_labels
         )
-    latency = measure_latency(tiers, test_texts[: args.latency_queries], args.latency_threads)
-    for name, figure in latency.items():
-        figures[name]["latency_ms"] = figure
+    variants = {}
+    for name in ("fp32", "int8"):
+        eager = copy.copy(tiers[name])
+        eager.encoder = tiers[name].encoder.eager_copy()
+        variants[f"{name} eager"] = eager
+        variants[name] = tiers[name]
+    latency = measure_latency(variants, test_texts[: args.latency_queries], args.latency_threads)
+    for name in ("fp32", "int8"):
+        figures[name]["latency_ms"] = latency[name]
+        figures[name]["eager_latency_ms"] = latency[f"{name} eager"]
+        figures[name]["traced_over_eager_p50"] = (
+            latency[name]["p50"] / latency[f"{name} eager"]["p50"]
+        )
     figures["int8_over_fp32_p50"] = latency["int8"]["p50"] / latency["fp32"]["p50"]
     if train_seconds is None:
         figures["train_seconds"] = figures["fp32"]["metadata"].get("train_seconds")
@@ -172,22 +186,26 @@ def main() -> None:
     train_cell = f"{train_s:.0f}" if train_s is not None else "n/a"
     print("#### BERT route on BANKING77 (test, one article per category)")
     print()
-    print("| variant | accuracy | intent head acc. | p50 ms | p99 ms | train s | peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| variant | accuracy | intent head acc. | p50 ms traced (eager) | p99 ms traced (eager) "
+        "| traced/eager p50 | train s | peak RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name in ("fp32", "int8"):
         f = figures[name]
+        lat, eager = f["latency_ms"], f["eager_latency_ms"]
         print(
             f"| {name} | {f['accuracy']:.2%} | {f['intent_accuracy']:.2%} "
-            f"| {f['latency_ms']['p50']:.1f} | {f['latency_ms']['p99']:.1f} "
-            f"| {train_cell} | {figures['peak_rss_mib']:.0f} |"
+            f"| {lat['p50']:.1f} ({eager['p50']:.1f}) | {lat['p99']:.1f} ({eager['p99']:.1f}) "
+            f"| {f['traced_over_eager_p50']:.2f} | {train_cell} | {figures['peak_rss_mib']:.0f} |"
         )
     meta = figures["fp32"]["metadata"]
     print()
     print(
         f"head: {meta.get('head')}, KB: {args.kb_sample or 'all'} texts per article, "
         f"{'cached model' if cached else 'trained in this run'}; int8/fp32 p50 latency ratio "
-        f"{figures['int8_over_fp32_p50']:.2f} (interleaved in the same run, "
-        f"{args.latency_threads} torch thread(s))"
+        f"{figures['int8_over_fp32_p50']:.2f} (traced; all four variants interleaved query by "
+        f"query in the same run, {args.latency_threads} torch thread(s))"
     )
 
 

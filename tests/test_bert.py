@@ -198,8 +198,7 @@ def test_traced_single_query_path_equals_the_eager_encoder(quantize, monkeypatch
 
     traced = Encoder(default_bert_path(), quantize=quantize)
     assert traced.traced
-    monkeypatch.setenv("TIERDESK_BERT_TRACE", "0")
-    eager = copy_with_eager(traced)
+    eager = traced.eager_copy()
     assert not eager.traced
     # lengths from one word to past the truncation limit; emoji and another script too
     texts = [
@@ -214,17 +213,9 @@ def test_traced_single_query_path_equals_the_eager_encoder(quantize, monkeypatch
     assert min(lengths) <= 3 and max(lengths) == MAX_TOKENS
     for text in texts:
         np.testing.assert_allclose(traced.encode_one(text), eager.encode_one(text), atol=1e-5)
-
-
-def copy_with_eager(encoder):
-    """The same weights without the traced graph (TIERDESK_BERT_TRACE=0 at build time)."""
-    import copy
-
-    from app.nlp.bert import _trace_single
-
-    clone = copy.copy(encoder)
-    clone._single = _trace_single(encoder.model)
-    return clone
+    # TIERDESK_BERT_TRACE=0 turns tracing off
+    monkeypatch.setenv("TIERDESK_BERT_TRACE", "0")
+    assert not Encoder(default_bert_path(), quantize=False).traced
 
 
 @pytest.mark.slow

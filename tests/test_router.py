@@ -157,6 +157,23 @@ def test_unsure_simple_answer_cascades_to_bert():
     assert not decision.escalate
 
 
+def test_fast_answer_between_cascade_and_review_goes_to_a_person_without_bert():
+    """tau_cascade 0.5 < simple confidence 0.55 < tau_review 0.6: not unsure enough to pay for
+    BERT, too unsure to answer alone."""
+    b = bert("card_arrival", 0.9)
+    r = router(ft(("card_arrival", 0.95), ("dispute", 0.01)), b, simple_conf=0.55, tau_cascade=0.5)
+    decision = r.route("my card has not arrived")
+    assert decision.route == "simple" and b.calls == 0
+    assert decision.escalate and decision.escalation_reason == "below_threshold"
+    assert decision.article.slug == "card-arrival"  # the draft for the reviewer
+    answered = r.route("my card has not arrived", escalation=False)
+    assert not answered.escalate and answered.trace["would_escalate"] == "below_threshold"
+    cascaded = router(
+        ft(("card_arrival", 0.95), ("dispute", 0.01)), b, simple_conf=0.45, tau_cascade=0.5
+    ).route("my card has not arrived")
+    assert cascaded.route == "complex" and b.calls == 1
+
+
 @pytest.mark.parametrize(
     ("fasttext", "bert_tier", "reason"),
     [

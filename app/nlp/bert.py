@@ -152,6 +152,12 @@ class Encoder:
         clone._single = _trace_single(clone.model)
         return clone
 
+    def eager_copy(self) -> Encoder:
+        """The same encoder running single queries through eager PyTorch (for comparisons)."""
+        clone = copy.copy(self)
+        clone._single = None
+        return clone
+
     @property
     def traced(self) -> bool:
         """True when single queries run through the TorchScript graph, not eager PyTorch."""

@@ -6,9 +6,10 @@ Per query (``mode="hybrid"``):
 1. FastText predicts the intent (top-k with probabilities).
 2. Simple route when the intent's tier is ``simple``, top-1 >= ``tau_fast`` and
    top-1 - top-2 >= ``margin``: BM25 restricted to that intent's articles answers, and the
-   simple calibrator turns (FastText top-1, margin, entropy, BM25 confidence) into P(correct).
-   If that probability is under ``tau_review`` the query falls through to BERT (a cascade: the
-   careful tier gets a look before anyone is bothered).
+   simple calibrator turns (FastText top-1, margin, entropy, BM25 confidence, BM25 restricted
+   against unrestricted) into P(correct). If that probability is under ``tau_cascade`` the
+   query falls through to BERT (a cascade: the careful tier gets a look before anyone is
+   bothered); between ``tau_cascade`` and ``tau_review`` the fast answer goes to review.
 3. Otherwise the BERT route: semantic matching against the KB plus the intent head, whose
    distribution is blended log-linearly with FastText's (weight ``fasttext_weight``, chosen on
    held-out data: the two models err on different queries); the complex calibrator uses the
@@ -122,8 +123,11 @@ class Router:
             simple_conf = self.m.calibration.simple.predict(features)
             stages["bm25"]["features"] = features
             stages["bm25"]["calibrated"] = simple_conf
-        if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= th.tau_review):
-            decision = self._simple_decision(query, ft, bm, simple_conf, escalate_reason=None)
+        if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= th.cascade_below):
+            unsure = mode == "hybrid" and simple_conf < th.tau_review
+            decision = self._simple_decision(
+                query, ft, bm, simple_conf, escalate_reason="below_threshold" if unsure else None
+            )
         else:
             prior = ft.intents if ft is not None else None
             bert, bert_error = self._run_bert(query, prior) if mode != "fast" else (None, None)

@@ -3,6 +3,8 @@
 - ``tau_fast``: minimum FastText top-1 probability for the simple (BM25) route.
 - ``margin``: minimum FastText top-1 minus top-2 probability for the simple route.
 - ``tau_review``: minimum calibrated confidence to answer without a human.
+- ``tau_cascade``: a simple-route answer whose calibrated confidence is under it goes to BERT
+  before anything else (absent: ``tau_review``, as files written before it existed).
 - ``budget``: the escalation budget (share of in-scope queries) the tuner respected.
 - ``kl_disagree``: KL divergence (FastText || BERT) above which the tiers are said to disagree
   (used only to name the escalation reason).
@@ -41,13 +43,16 @@ class Thresholds:
     kl_disagree: float = 2.0
     oos_similarity: float = 0.5
     fasttext_weight: float = 0.0
+    tau_cascade: float | None = None
     # How the values were chosen (objective, validation figures); free-form, for humans.
     provenance: dict = field(default_factory=dict)
 
     def validate(self, source: str = "thresholds") -> Thresholds:
         names = ("tau_fast", "margin", "tau_review", "budget", "oos_similarity", "fasttext_weight")
-        for name in names:
+        for name in (*names, "tau_cascade"):
             value = getattr(self, name)
+            if name == "tau_cascade" and value is None:
+                continue
             if not isinstance(value, int | float) or isinstance(value, bool) or math.isnan(value):
                 raise ThresholdsError(f"{source}: {name} must be a number, got {value!r}")
             if not 0.0 <= value <= 1.0:
@@ -57,6 +62,11 @@ class Thresholds:
         if not isinstance(self.provenance, dict):
             raise ThresholdsError(f"{source}: provenance must be an object")
         return self
+
+    @property
+    def cascade_below(self) -> float:
+        """The simple route's confidence under which BERT takes over."""
+        return self.tau_review if self.tau_cascade is None else self.tau_cascade
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -107,6 +117,7 @@ GRID_STEP = 0.05
 TAU_FAST_GRID = tuple(round(x, 2) for x in np.arange(0.30, 1.0001, GRID_STEP))
 MARGIN_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9501, GRID_STEP))
 TAU_REVIEW_GRID = tuple(round(x, 2) for x in np.arange(0.05, 0.9901, 0.01))
+TAU_CASCADE_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9501, GRID_STEP))
 # What one BERT call costs, in correct answers: the router sends a query to BERT when that
 # fixes at least one answer in 1 / BERT_CALL_COST calls. 0.02 = one fix per 50 calls, i.e. a
 # BERT call (about 15x the fast route's time) is worth 2% of a correct answer. A product
@@ -162,18 +173,20 @@ def tune_thresholds(
     bert_cost: float = BERT_CALL_COST,
     bert_budget: float = BERT_BUDGET,
 ) -> tuple[Thresholds, float, dict]:
-    """Grid search of (tier rule, tau_fast, margin, tau_review) on held-out outcomes.
+    """Grid search of (tier rule, tau_fast, margin, tau_cascade, tau_review) on held-out outcomes.
 
-    Objective, exactly:
-      1. feasible: share of held-out (in-scope) queries escalated <= ``budget``, share of
-         held-out out-of-scope queries escalated >= OOS_RECALL_MIN (the best reachable when
-         none can), and share that runs BERT <= ``bert_budget`` (dropped when no point fits
-         it, e.g. when the intents declared ``complex`` alone take more; the figures say so);
+    The first four decide the route of every query; ``tau_review`` then takes the highest grid
+    value whose escalations fit the budget (the budget is spent on catching wrong answers: the
+    more unsure answers go to a person, the more accurate the rest). Objective, exactly:
+      1. feasible: escalation <= ``budget`` of held-out (in-scope) queries, share of held-out
+         out-of-scope queries escalated >= OOS_RECALL_MIN (the best reachable when none can),
+         and share that runs BERT <= ``bert_budget`` (dropped when no point fits it, e.g. when
+         the intents declared ``complex`` alone take more; the figures say so);
       2. utility = escalation-off accuracy - ``bert_cost`` * share of queries that run BERT
          (the highest accuracy, paying for every BERT call); points within
          UTILITY_TOLERANCE of the best utility are equivalent;
-      3. among those, the highest answered accuracy (the budget is spent on catching wrong
-         answers); ties: fewer BERT calls, then fewer escalations.
+      3. among those, the highest answered accuracy; ties: fewer BERT calls, then fewer
+         escalations.
 
     ``tier_maps`` maps each candidate ``f1_min`` to its tier map. Returns the thresholds, the
     chosen ``f1_min`` and the validation figures at that point.
@@ -190,7 +203,9 @@ def tune_thresholds(
     n = len(p1)
     if n == 0:
         raise ThresholdsError("no validation queries to tune on")
-    tau_r = np.asarray(TAU_REVIEW_GRID)[:, None]
+    cascade = np.asarray(TAU_CASCADE_GRID)[:, None]
+    review_grid = np.asarray(TAU_REVIEW_GRID)
+    allowed_escalations = int(math.floor(budget * n + 1e-9))
     oos = outcomes.oos
     rows = []
     for f1_min, tiers in tier_maps.items():
@@ -200,23 +215,26 @@ def tune_thresholds(
             confident = simple_tier & (p1 >= tau_fast - 1e-9)
             for m in MARGIN_GRID:
                 eligible = confident & (margin >= m - 1e-9)
-                simple = eligible[None, :] & (conf_s[None, :] >= tau_r)  # cascade below tau_review
+                # one row per tau_cascade: who stays on the simple route, and how sure it is
+                simple = eligible[None, :] & (conf_s[None, :] >= cascade - 1e-12)
                 correct = np.where(simple, ok_s[None, :], ok_b[None, :])
                 conf = np.where(simple, conf_s[None, :], conf_b[None, :])
-                answered = conf >= tau_r
-                oos_recall = _oos_recall(oos, oos_tier, tau_fast, m, tau_r)
+                tau_review = _review_within_budget(conf, allowed_escalations, review_grid)
+                answered = conf >= tau_review[:, None]
                 n_answered = answered.sum(axis=1)
                 accuracy = correct.mean(axis=1)
                 answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
                 escalation = 1.0 - n_answered / n
                 bert_share = 1.0 - simple.mean(axis=1)
-                for i, tr in enumerate(TAU_REVIEW_GRID):
+                oos_recall = _oos_recall(oos, oos_tier, tau_fast, m, cascade[:, 0], tau_review)
+                for i, tc in enumerate(TAU_CASCADE_GRID):
                     rows.append(
                         (
                             f1_min,
                             tau_fast,
                             m,
-                            tr,
+                            tc,
+                            tau_review[i],
                             accuracy[i],
                             answered_acc[i],
                             escalation[i],
@@ -224,7 +242,7 @@ def tune_thresholds(
                             oos_recall[i],
                         )
                     )
-    table = np.array([r[4:] for r in rows])
+    table = np.array([r[5:] for r in rows])
     accuracy_col, answered_col, escalation_col, share_col, oos_col = table.T
     feasible = escalation_col <= budget + 1e-9
     if not feasible.any():  # the budget is below any reachable escalation rate: least escalation
@@ -239,7 +257,7 @@ def tune_thresholds(
     near_best = feasible & (utility >= best_utility - UTILITY_TOLERANCE)
     order = np.lexsort((escalation_col, share_col, -answered_col))
     chosen = next(i for i in order if near_best[i])
-    f1_min, tau_fast, m, tr, accuracy, answered_acc, escalation, bert_share, oos_recall = rows[
+    f1_min, tau_fast, m, tc, tr, accuracy, answered_acc, escalation, bert_share, oos_recall = rows[
         chosen
     ]
     figures = {
@@ -255,17 +273,31 @@ def tune_thresholds(
     objective = (
         f"max accuracy - {bert_cost} x BERT share (within {UTILITY_TOLERANCE}), then max "
         f"answered accuracy, with escalation <= {budget}, out-of-scope escalation >= "
-        f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; grid step {GRID_STEP} "
-        f"(tau_review 0.01)"
+        f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; tau_review the highest within "
+        f"the escalation budget; grid step {GRID_STEP} (tau_review 0.01)"
     )
     thresholds = Thresholds(
         tau_fast=float(tau_fast),
         margin=float(m),
         tau_review=float(tr),
+        tau_cascade=float(tc),
         budget=budget,
         provenance={"objective": objective, "f1_min": f1_min, **figures},
     )
     return thresholds, float(f1_min), figures
+
+
+def _review_within_budget(
+    conf: np.ndarray, allowed_escalations: int, grid: np.ndarray
+) -> np.ndarray:
+    """Per row of ``conf``, the highest grid value t with at most ``allowed_escalations``
+    confidences under t (the lowest grid value when even that escalates more)."""
+    n = conf.shape[1]
+    if allowed_escalations >= n:
+        return np.full(conf.shape[0], grid[-1])
+    limit = np.sort(conf, axis=1)[:, allowed_escalations]
+    index = np.searchsorted(grid, limit + 1e-12, side="right") - 1
+    return grid[np.clip(index, 0, len(grid) - 1)]
 
 
 def _oos_recall(
@@ -273,12 +305,13 @@ def _oos_recall(
     simple_tier: np.ndarray,
     tau_fast: float,
     margin: float,
-    tau_r: np.ndarray,
+    tau_cascade: np.ndarray,
+    tau_review: np.ndarray,
 ) -> np.ndarray:
-    """Share of out-of-scope queries escalated, for every tau_review of the grid (1 if none)."""
+    """Share of out-of-scope queries escalated, per (tau_cascade, tau_review) pair (1 if none)."""
     if oos is None or not len(oos.ft_p1):
-        return np.ones(len(tau_r))
+        return np.ones(len(tau_review))
     eligible = simple_tier & (oos.ft_p1 >= tau_fast - 1e-9) & (oos.ft_margin >= margin - 1e-9)
-    simple = eligible[None, :] & (oos.simple_conf[None, :] >= tau_r)
+    simple = eligible[None, :] & (oos.simple_conf[None, :] >= tau_cascade[:, None] - 1e-12)
     conf = np.where(simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
-    return (conf < tau_r).mean(axis=1)
+    return (conf < tau_review[:, None]).mean(axis=1)
