@@ -20,7 +20,13 @@ from app.nlp.thresholds import (
 def test_round_trip(tmp_path):
     path = tmp_path / "models" / "thresholds.json"
     original = Thresholds(
-        tau_fast=0.65, margin=0.2, tau_review=0.55, budget=0.12, provenance={"objective": "test"}
+        tau_fast=0.65,
+        margin=0.2,
+        tau_review=0.55,
+        tau_cascade=0.4,
+        fasttext_weight=0.15,
+        budget=0.12,
+        provenance={"objective": "test"},
     )
     original.save(path)
     assert Thresholds.load(path) == original
@@ -33,6 +39,8 @@ def test_round_trip(tmp_path):
         ("{not json", "invalid JSON"),
         ("[1, 2]", "expected a JSON object"),
         ('{"tau_fast": 1.5}', "tau_fast must be between 0 and 1"),
+        ('{"tau_cascade": -0.1}', "tau_cascade must be between 0 and 1"),
+        ('{"fasttext_weight": "high"}', "fasttext_weight must be a number"),
         ('{"margin": "high"}', "margin must be a number"),
         ('{"tau_review": true}', "tau_review must be a number"),
         ('{"tau_fats": 0.5}', "unknown key(s) tau_fats"),
@@ -59,6 +67,9 @@ def test_partial_file_takes_defaults(tmp_path):
     loaded = Thresholds.load(path)
     assert loaded.tau_review == 0.42
     assert loaded.tau_fast == DEFAULTS.tau_fast
+    # files written before tau_cascade existed cascade below tau_review, as they did then
+    assert loaded.tau_cascade is None and loaded.cascade_below == 0.42
+    assert loaded.fasttext_weight == 0.0
 
 
 def _outcomes(n=400, seed=0):

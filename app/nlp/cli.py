@@ -111,7 +111,7 @@ def tune_command(
     out: str | None,
     quiet: bool,
 ) -> None:
-    """Grid-search tau_fast, margin and tau_review (step 0.05; 0.01 for tau_review).
+    """Grid-search tau_fast, margin, tau_cascade and tau_review (step 0.05; 0.01 for tau_review).
 
     Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget and the BERT
     budget, the highest accuracy minus BERT_COST per query sent to BERT; among equivalent
@@ -145,7 +145,7 @@ def tune_command(
     t = trained.thresholds
     click.echo(
         f"wrote {path}: tau_fast={t.tau_fast} margin={t.margin} "
-        f"tau_review={t.tau_review} (budget {t.budget})"
+        f"tau_cascade={t.cascade_below} tau_review={t.tau_review} (budget {t.budget})"
     )
     click.echo(json.dumps({k: v for k, v in t.provenance.items() if k != "objective"}))
 

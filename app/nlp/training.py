@@ -703,7 +703,8 @@ class TrainReport:
             f"(answered {r.get('val_answered_accuracy')} at coverage "
             f"{r.get('val_coverage')}, BERT on {r.get('val_bert_share')}); thresholds "
             f"tau_fast={self.thresholds.tau_fast} margin={self.thresholds.margin} "
-            f"tau_review={self.thresholds.tau_review}"
+            f"tau_cascade={self.thresholds.cascade_below} tau_review={self.thresholds.tau_review}"
+            f" fasttext_weight={self.thresholds.fasttext_weight}"
         )
 
 
