@@ -444,12 +444,16 @@ def generate(port: int, seconds: float, server_pid: int | None = None) -> dict:
     clean = [s for s in steps if s["errors"] == 0] or steps
     best = max(clean, key=lambda s: s["rps"])
     open_runs = {}
-    for share in OPEN_LOOP_SHARES:  # 80 % is the target; lower shares show where p99 holds
-        rate = round(share * best["rps"], 1)
+    rates = [
+        (f"{round(share * 100)}%", round(share * best["rps"], 1)) for share in OPEN_LOOP_SHARES
+    ]
+    # The issue's own wording: p99 at 80 % of the target rate (300 req/s), measured as such.
+    rates.append(("80% of target", round(0.8 * TARGET_RPS, 1)))
+    for label, rate in rates:  # 80 % of max first; lower shares show where p99 holds
         run = open_loop(port, questions, rate, seconds * 2, pids)
-        open_runs[f"{round(share * 100)}%"] = run
+        open_runs[label] = run
         print(
-            f"  open loop at {rate} req/s ({share:.0%}): p50 {run['p50_ms']} ms "
+            f"  open loop at {rate} req/s ({label}): p50 {run['p50_ms']} ms "
             f"p99 {run['p99_ms']} ms errors {run['errors']} "
             f"(CPU: generator {run['generator_cpu_share']:.0%}, "
             f"server {run.get('server_cpu_share', float('nan')):.0%})",
@@ -633,7 +637,7 @@ def _delete_prefix(url: str, prefix: str) -> None:
 
 def _table(results: dict[str, dict]) -> list[str]:
     lines = [
-        "| answer cache | max sustained, closed loop (req/s) | open loop rate (share of max) "
+        "| answer cache | max sustained, closed loop (req/s) | open loop rate (share of max or target) "
         "| achieved (req/s) | p50 (ms) | p99 (ms) | errors | CPU: generator / server "
         "(share of the machine) | outcomes |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -695,7 +699,9 @@ def main() -> int:
         "target_rps": TARGET_RPS,
         "target_p99_ms": TARGET_P99_MS,
         "meets_rps": off["max_sustained_rps"] >= TARGET_RPS,
-        "meets_p99": off["open_loop_80"]["p99_ms"] <= TARGET_P99_MS,
+        "meets_p99": off["open_loop_80"]["p99_ms"] <= TARGET_P99_MS,  # at 80 % of the max
+        "meets_p99_at_80pct_of_target": off["open_loop"]["80% of target"]["p99_ms"]
+        <= TARGET_P99_MS,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
@@ -709,6 +715,8 @@ def main() -> int:
     print("\n".join(_table(results)))
     print()
     print("\n".join(_closed_loop_lines(results)))
+    print()
+    print(f"Verdict (answer cache off): {json.dumps(verdict)}")
     print()
     print(f"Wrote {OUT.relative_to(ROOT)}")
     return 0
