@@ -120,7 +120,7 @@ TAU_REVIEW_GRID = tuple(round(x, 2) for x in np.arange(0.05, 0.9901, 0.01))
 TAU_CASCADE_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9501, GRID_STEP))
 # What one BERT call costs, in correct answers: the router sends a query to BERT when that
 # fixes at least one answer in 1 / BERT_CALL_COST calls. 0.02 = one fix per 50 calls, i.e. a
-# BERT call (about 15x the fast route's time) is worth 2% of a correct answer. A product
+# BERT call (over 10x the fast route's time) is worth 2% of a correct answer. A product
 # setting, not fitted to data: `tierdesk tune --bert-cost` changes it.
 BERT_CALL_COST = 0.02
 # Capacity: the complex tier is sized for BERT on at most this share of queries. With the
