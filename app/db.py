@@ -6,9 +6,6 @@ CLI commands and background work use ``session_scope`` for a commit-or-rollback 
 
 from __future__ import annotations
 
-import fcntl
-import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,45 +53,6 @@ def dispose_engine(url: str) -> None:
     _factories.pop(url, None)
     if engine is not None:
         engine.dispose()
-
-
-_write_locks: dict[tuple[int, str], tuple[threading.Lock, int]] = {}
-_write_locks_guard = threading.Lock()
-
-
-def _write_lock(path: str) -> tuple[threading.Lock, int]:
-    key = (os.getpid(), path)  # a descriptor inherited through fork would be shared: no lock
-    with _write_locks_guard:
-        lock = _write_locks.get(key)
-        if lock is None:
-            fd = os.open(f"{path}-writelock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            lock = _write_locks[key] = (threading.Lock(), fd)
-        return lock
-
-
-@contextmanager
-def serialized_write(session: Session) -> Iterator[None]:
-    """Around a short write transaction on a SQLite file: one writer at a time, across the
-    threads and processes that use this helper, woken as soon as the previous one is done.
-
-    SQLite itself lets a second writer retry on a sleep schedule (1, 2, 5, 10 ms ...) while
-    the first holds its lock; under load that sleeping cost more than the writes (measured:
-    about 20 % of answered turns waited over 1 ms with two gunicorn workers). Writers that do
-    not use this helper still take SQLite's lock and retry within ``busy_timeout`` as before.
-    Other databases: no effect.
-    """
-    url = session.get_bind().url
-    path = url.database if url.get_backend_name() == "sqlite" else None
-    if not path or path == ":memory:" or path.startswith("file:"):
-        yield
-        return
-    thread_lock, fd = _write_lock(os.path.abspath(path))
-    with thread_lock:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def session_factory(url: str) -> sessionmaker[Session]:

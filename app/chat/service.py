@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
 from app.chat.text import asks_for_human
-from app.db import serialized_write
 from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id, utcnow
 from app.nlp.types import Decision
 
@@ -240,8 +239,7 @@ def _store_answered_turn(
     relaxed_commit: bool,
 ) -> None:
     """One transaction of plain Core INSERTs: an answered turn is the hot path, and the ORM's
-    unit of work cost several times more than the INSERTs themselves (measured here). On a
-    SQLite file the transaction runs under ``serialized_write`` (see there)."""
+    unit of work cost several times more than the INSERTs themselves (measured here)."""
     now = utcnow()
     conversation_rows = (
         [_row(new_conversation, created_at=now, updated_at=now)]
@@ -249,13 +247,12 @@ def _store_answered_turn(
         else None
     )
     message_rows = [_row(m, created_at=now) for m in messages]
-    with serialized_write(session):
-        if relaxed_commit:
-            relax_commit_durability(session)
-        if conversation_rows:
-            session.execute(Conversation.__table__.insert(), conversation_rows)
-        session.execute(Message.__table__.insert(), message_rows)
-        session.commit()
+    if relaxed_commit:
+        relax_commit_durability(session)
+    if conversation_rows:
+        session.execute(Conversation.__table__.insert(), conversation_rows)
+    session.execute(Message.__table__.insert(), message_rows)
+    session.commit()
 
 
 def _row(obj, **values: Any) -> dict[str, Any]:
