@@ -582,7 +582,7 @@ class BertTier:
             row[missing] = max(PRIOR_FLOOR, (1.0 - listed) / int(missing.sum()))
         return row
 
-    def _score(
+    def score(
         self, vectors: np.ndarray, priors: np.ndarray | None = None, prior_weight: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray, list[KbEntry]]:
         """Intent probabilities (n, labels), article scores (n, entries) and the entries."""
@@ -633,7 +633,7 @@ class BertTier:
         started = time.perf_counter()
         vector = self.encoder.encode_one(query)[None, :]
         priors = self.prior_vector(prior)[None, :] if prior and prior_weight > 0 else None
-        probs, scores, entries = self._score(vector, priors, prior_weight)
+        probs, scores, entries = self.score(vector, priors, prior_weight)
         ms = (time.perf_counter() - started) * 1000.0
         return self._result(probs[0], scores[0], entries, k, ms)
 
@@ -651,7 +651,7 @@ class BertTier:
         rows = None
         if priors is not None and prior_weight > 0:
             rows = np.stack([self.prior_vector(p) for p in priors])
-        probs, scores, entries = self._score(vectors, rows, prior_weight)
+        probs, scores, entries = self.score(vectors, rows, prior_weight)
         ms = (time.perf_counter() - started) * 1000.0 / max(len(queries), 1)
         return [self._result(probs[i], scores[i], entries, k, ms) for i in range(len(queries))]
 

@@ -338,7 +338,7 @@ def choose_fasttext_weight(
     truth = np.asarray(labels)
     accuracy = {}
     for weight in FASTTEXT_WEIGHT_GRID:
-        _, scores, entries = bert._score(vectors, rows, weight)
+        _, scores, entries = bert.score(vectors, rows, weight)
         if not entries:
             return 0.0, {}
         answered = np.array([entries[i].intent for i in scores.argmax(axis=1)])
