@@ -10,8 +10,9 @@ The load comes from a separate process (``--generate``) with one thread and one 
 non-blocking HTTP/1.1 connections (kept alive when the server allows it, else one per request,
 closed after the server's FIN), request bytes built in advance, and responses read only as far
 as the status line, Content-Length and the body's top-level ``status`` and ``route``. The
-requests post simple-route questions (the example utterances of the intents declared
-``tier: simple``) to ``POST /api/v1/chat``. The generator shares the machine with the server, so
+requests post simple-route questions to ``POST /api/v1/chat``: the example utterances of the
+intents declared ``tier: simple`` that the server, asked once beforehand, answers on the simple
+route (the few it sends to BERT or to review are counted in the output and left out). The generator shares the machine with the server, so
 every run reports the CPU that the generator and the gunicorn processes used (user + system,
 from getrusage and /proc) as a share of the machine, and per request.
 
@@ -423,9 +424,43 @@ def _summary(recorder: Recorder, elapsed: float, **extra) -> dict:
     }
 
 
+def screen_simple_route(port: int, candidates: list[str]) -> tuple[list[str], dict[str, int]]:
+    """Ask the server each candidate once; keep those it answers on the simple route.
+
+    The target is about simple-route questions. Example utterances of simple-tier intents
+    mostly are, but the router sends some to BERT or to review (a different workload, with a
+    BERT call or a fully durable escalation); those are counted and left out.
+    """
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    kept: list[str] = []
+    outcomes: dict[str, int] = {}
+    try:
+        for question in dict.fromkeys(candidates):
+            conn.request(
+                "POST",
+                "/api/v1/chat",
+                body=json.dumps({"message": question}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            body = response.read()
+            status = _json_field(body, b"status") if response.status == 200 else None
+            route = _json_field(body, b"route")
+            key = f"{status}:{route}" if status == "answered" else str(status)
+            outcomes[key] = outcomes.get(key, 0) + 1
+            if status == "answered" and route == "simple":
+                kept.append(question)
+    finally:
+        conn.close()
+    if not kept:
+        sys.exit(f"no candidate question takes the simple route: {outcomes}")
+    return kept, outcomes
+
+
 def generate(port: int, seconds: float, server_pid: int | None = None) -> dict:
     """The whole measurement from the load-generator process."""
-    questions = simple_questions()
+    questions, screened = screen_simple_route(port, simple_questions())
+    print(f"  simple-route questions: {len(questions)} (candidates: {screened})", file=sys.stderr)
     pids = _server_pids(server_pid) if server_pid else []
     warm = closed_loop(port, questions, 4, min(3.0, seconds), pids)
     steps = []
@@ -460,6 +495,7 @@ def generate(port: int, seconds: float, server_pid: int | None = None) -> dict:
             file=sys.stderr,
         )
     return {
+        "questions": {"simple_route": len(questions), "candidates_by_outcome": screened},
         "warmup": warm,
         "closed_loop": steps,
         "max_sustained_rps": best["rps"],
