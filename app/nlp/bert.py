@@ -142,26 +142,38 @@ class Encoder:
         # Fast (Rust) tokenizers raise "Already borrowed" when one instance is used from two
         # threads at once with padding/truncation; the lock makes the encoder thread-safe.
         self._tokenizer_lock = threading.Lock()
-        self._single = _trace_single(model)
+        # The traced graph for single queries is made on the first one (encoders that only
+        # embed batches, as in training, never need it); see _trace_single.
+        self._trace_wanted = _tracing_enabled()
+        self._single: torch.jit.ScriptModule | None = None
+        self._trace_lock = threading.Lock()
 
     def quantized_copy(self) -> Encoder:
         """An int8 copy sharing the tokenizer, without reading the checkpoint again."""
         clone = copy.copy(self)
         clone.model = _quantize(copy.deepcopy(self.model))
         clone.quantized = True
-        clone._single = _trace_single(clone.model)
+        clone._single, clone._trace_lock = None, threading.Lock()
         return clone
 
     def eager_copy(self) -> Encoder:
         """The same encoder running single queries through eager PyTorch (for comparisons)."""
         clone = copy.copy(self)
-        clone._single = None
+        clone._single, clone._trace_wanted = None, False
         return clone
+
+    def _single_graph(self) -> torch.jit.ScriptModule | None:
+        if self._single is None and self._trace_wanted:
+            with self._trace_lock:
+                if self._single is None and self._trace_wanted:
+                    self._single = _trace_single(self.model)
+                    self._trace_wanted = self._single is not None
+        return self._single
 
     @property
     def traced(self) -> bool:
         """True when single queries run through the TorchScript graph, not eager PyTorch."""
-        return self._single is not None
+        return self._single_graph() is not None
 
     def _pool(self, batch: dict) -> torch.Tensor:
         hidden = self.model(**batch).last_hidden_state
@@ -202,11 +214,12 @@ class Encoder:
             batch = self.tokenizer(
                 text, truncation=True, max_length=MAX_TOKENS, return_tensors="pt"
             )
+        single = self._single_graph()
         with torch.inference_mode():
-            if self._single is None:
+            if single is None:
                 return self._pool(batch)[0].numpy()
             # One unpadded sentence: every token counts, so the mean needs no mask.
-            hidden = self._single(batch["input_ids"])
+            hidden = single(batch["input_ids"])
             pooled = hidden[0].mean(0)
             return torch.nn.functional.normalize(pooled, dim=-1).numpy()
 
@@ -222,6 +235,11 @@ class _LastHidden(torch.nn.Module):
         return self.model(input_ids=input_ids).last_hidden_state
 
 
+def _tracing_enabled() -> bool:
+    value = os.environ.get("TIERDESK_BERT_TRACE", "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
 def _trace_single(model: torch.nn.Module) -> torch.jit.ScriptModule | None:
     """The encoder traced and frozen for one unpadded sentence, or None if it cannot be.
 
@@ -232,8 +250,6 @@ def _trace_single(model: torch.nn.Module) -> torch.jit.ScriptModule | None:
     batches keep the eager model. Its outputs equal the eager model's for any length
     (tests/test_bert.py). TIERDESK_BERT_TRACE=0 turns it off.
     """
-    if os.environ.get("TIERDESK_BERT_TRACE", "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
     vocab = int(getattr(model.config, "vocab_size", 100))
     example = torch.arange(1, 5).remainder(vocab)[None, :]  # any 4 token ids: shape only
     try:

@@ -128,8 +128,9 @@ class Engine:
             raise EngineNotReady("the knowledge base has no published articles")
         loaded = self._load_models(folder, version)
         router = self._make_router(loaded, articles, declared, models_dir)
-        for query in WARMUP_QUERIES:
+        for query in WARMUP_QUERIES:  # every tier, whatever route these queries take
             router.route(query)
+            router.route(query, mode="bert")
         return router, revisions, loaded["manifest"]
 
     def _read_kb(self):
