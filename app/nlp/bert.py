@@ -660,10 +660,13 @@ class BertTier:
         *,
         priors: list[list[tuple[str, float]]] | None = None,
         prior_weight: float = 0.0,
+        vectors: np.ndarray | None = None,
     ) -> list[TierResult]:
-        """Like run() for many queries; ``ms`` is the mean time per query of the batch."""
+        """Like run() for many queries; ``ms`` is the mean time per query of the batch.
+        ``vectors``: the queries' embeddings when the caller already has them."""
         started = time.perf_counter()
-        vectors = self.encoder.encode(list(queries))
+        if vectors is None:
+            vectors = self.encoder.encode(list(queries))
         rows = None
         if priors is not None and prior_weight > 0:
             rows = np.stack([self.prior_vector(p) for p in priors])

@@ -328,13 +328,12 @@ VALIDATION_BATCH = 256
 
 
 def choose_fasttext_weight(
-    ft: FastTextIntent, bert, texts: Sequence[str], labels: Sequence[str]
+    ft_results: Sequence, bert, vectors: np.ndarray, labels: Sequence[str]
 ) -> tuple[float, dict[str, float]]:
     """The weight of FastText in the BERT route's blend that answers most held-out queries
-    right (ties: the smaller weight). Returns it and the accuracy of every grid weight."""
-    priors = [ft.run(t, k=TOP_K).intents for t in texts]
-    vectors = bert.embed(list(texts))
-    rows = np.stack([bert.prior_vector(p) for p in priors])
+    right (ties: the smaller weight), from FastText's results and the queries' embeddings.
+    Returns it and the accuracy of every grid weight."""
+    rows = np.stack([bert.prior_vector(f.intents) for f in ft_results])
     truth = np.asarray(labels)
     accuracy = {}
     for weight in FASTTEXT_WEIGHT_GRID:
@@ -355,13 +354,18 @@ def evaluate_routes(
     labels: Sequence[str | None],
     progress: bool = False,
     fasttext_weight: float = 0.0,
+    ft_results: Sequence | None = None,
+    vectors: np.ndarray | None = None,
 ) -> dict:
-    """Run both routes on every query; ``labels`` None marks out-of-scope (never correct)."""
+    """Run both routes on every query; ``labels`` None marks out-of-scope (never correct).
+    ``ft_results`` and ``vectors`` (FastText's results and BERT embeddings of ``queries``)
+    are computed here unless given."""
     from app.nlp.router import Router, RouterModels
 
     head_weight = getattr(bert, "head_weight", None)
     retriever = Router(RouterModels(ft, bm25, bert, CalibrationSet.untrained(), Thresholds(), {}))
-    ft_results = [ft.run(q, k=TOP_K) for q in queries]
+    if ft_results is None:
+        ft_results = [ft.run(q, k=TOP_K) for q in queries]
     bert_results = []
     for start in tqdm(
         range(0, len(queries), VALIDATION_BATCH),
@@ -377,6 +381,7 @@ def evaluate_routes(
                 k=TOP_K,
                 priors=[f.intents for f in ft_results[start:stop]],
                 prior_weight=fasttext_weight,
+                vectors=None if vectors is None else vectors[start:stop],
             )
         )
     out = {
@@ -464,9 +469,23 @@ def fit_models(
         negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
         queries = [*val_texts, *negatives]
         truth: list[str | None] = [*val_labels, *[None] * len(negatives)]
-        fasttext_weight, blend_accuracy = choose_fasttext_weight(ft, bert, val_texts, val_labels)
+        # FastText and BERT see every held-out query once: for the blend's weight, then both routes
+        ft_results = [ft.run(q, k=TOP_K) for q in queries]
+        vectors = bert.encoder.encode(queries, progress=progress)
+        n_val = len(val_texts)
+        fasttext_weight, blend_accuracy = choose_fasttext_weight(
+            ft_results[:n_val], bert, vectors[:n_val], val_labels
+        )
         routes = evaluate_routes(
-            ft, bm25_val, bert, queries, truth, progress=progress, fasttext_weight=fasttext_weight
+            ft,
+            bm25_val,
+            bert,
+            queries,
+            truth,
+            progress=progress,
+            fasttext_weight=fasttext_weight,
+            ft_results=ft_results,
+            vectors=vectors,
         )
         calibration, outcomes, cal_metrics = _calibrate(routes, len(val_texts), seed)
         per_label = ft.per_label_scores(val_texts, val_labels)
