@@ -174,6 +174,42 @@ def test_fast_answer_between_cascade_and_review_goes_to_a_person_without_bert():
     assert cascaded.route == "complex" and b.calls == 1
 
 
+def test_with_review_on_bert_checks_fast_answers_under_tau_verify():
+    """Simple confidence 0.8: above tau_cascade (0.5) and tau_review (0.6), under tau_verify
+    (0.9). With escalation on BERT looks first, and its (lower) confidence sends the query to
+    a person; with escalation off the fast answer goes out and BERT never runs."""
+    b = bert("card_arrival", 0.9)
+    r = router(
+        ft(("card_arrival", 0.95), ("dispute", 0.01)),
+        b,
+        simple_conf=0.8,
+        complex_conf=0.3,
+        tau_cascade=0.5,
+        tau_verify=0.9,
+    )
+    checked = r.route("my card has not arrived")
+    assert b.calls == 1 and checked.route == "complex"
+    assert checked.trace["verified"] is True and checked.trace["cascaded"] is True
+    assert checked.escalate and checked.confidence == pytest.approx(0.3)
+    unreviewed = r.route("my card has not arrived", escalation=False)
+    assert b.calls == 1 and unreviewed.route == "simple" and not unreviewed.escalate
+    assert unreviewed.trace["verified"] is False
+    sure = router(
+        ft(("card_arrival", 0.95), ("dispute", 0.01)),
+        b,
+        simple_conf=0.95,
+        tau_cascade=0.5,
+        tau_verify=0.9,
+    ).route("my card has not arrived")
+    assert b.calls == 1 and sure.route == "simple" and not sure.escalate
+
+
+def test_tau_verify_below_tau_cascade_never_skips_the_cascade():
+    th = Thresholds(tau_review=0.6, tau_cascade=0.5, tau_verify=0.2)
+    assert th.verify_below == 0.5
+    assert Thresholds(tau_review=0.6).verify_below == 0.6  # files without either
+
+
 @pytest.mark.parametrize(
     ("fasttext", "bert_tier", "reason"),
     [

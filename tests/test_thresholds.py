@@ -147,7 +147,8 @@ def test_out_of_scope_queries_must_escalate():
     them, and costs the in-scope queries nothing here; the tuner must pick such a point."""
     outcomes = _outcomes()
     tiers = {0.0: {"a": "simple", "b": "simple"}}
-    blind, _, blind_figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    # answered_target 0: no BERT checks of fast answers, tau_review as the main search set it
+    blind, _, blind_figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.0)
     assert blind.tau_review <= 0.45
     assert blind_figures["val_oos_escalation_recall"] is None
     n = 100
@@ -159,11 +160,58 @@ def test_out_of_scope_queries_must_escalate():
         simple_conf=np.full(n, 0.5),
         bert_conf=np.full(n, 0.45),
     )
-    chosen, _, figures = tune_thresholds(outcomes, tiers, budget=0.10)
+    chosen, _, figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.0)
     assert chosen.tau_review > 0.5
     assert figures["val_oos_escalation_recall"] == 1.0
     assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
     assert "out-of-scope escalation >= 0.95" in chosen.provenance["objective"]
+
+
+def _confident_mistakes(n=2000, seed=3):
+    """FastText's route is right 97% of the time and its calibrated confidence (0.9-0.99)
+    cannot tell its mistakes apart; BERT is right 95% of the time and its confidence separates
+    right (0.95) from wrong (0.2). Only a BERT look catches the fast route's mistakes."""
+    rng = np.random.default_rng(seed)
+    simple_ok = rng.uniform(size=n) < 0.97
+    bert_ok = rng.uniform(size=n) < 0.95
+    return ValidationOutcomes(
+        ft_top=["a"] * n,
+        ft_p1=np.full(n, 0.95),
+        ft_margin=np.full(n, 0.9),
+        simple_correct=simple_ok,
+        simple_conf=rng.uniform(0.9, 0.99, n),
+        bert_correct=bert_ok,
+        bert_conf=np.where(bert_ok, 0.95, 0.2),
+    )
+
+
+def test_answered_target_buys_bert_checks_of_fast_answers():
+    outcomes = _confident_mistakes()
+    tiers = {0.0: {"a": "simple"}}
+    plain, _, plain_figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.0)
+    assert plain.tau_verify == plain.cascade_below  # no promise, no checks
+    assert plain_figures["val_review_answered_accuracy"] < 0.98
+    checked, _, figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.985)
+    assert figures["answered_target_reached"] is True
+    assert figures["val_review_answered_accuracy"] >= 0.985
+    assert 1.0 - figures["val_review_coverage"] <= 0.10 + 1e-9
+    # the fewest checks that reach the target: one grid step less would not
+    assert plain.cascade_below < checked.tau_verify < 1.0
+    assert 0.0 < figures["val_review_bert_share"] < 1.0
+    # the escalation-off operating point is the same either way
+    assert (checked.tau_fast, checked.margin, checked.cascade_below) == (
+        plain.tau_fast,
+        plain.margin,
+        plain.cascade_below,
+    )
+    # 2% escalation cannot hold back all of BERT's 5% mistakes: 100% is out of reach, and the
+    # tuner settles for the best answered accuracy net of BERT's cost
+    _, _, tight = tune_thresholds(outcomes, tiers, budget=0.02, answered_target=0.0)
+    _, _, far = tune_thresholds(outcomes, tiers, budget=0.02, answered_target=1.0)
+    assert far["answered_target_reached"] is False
+    assert far["val_review_answered_accuracy"] >= tight["val_review_answered_accuracy"]
+    with pytest.raises(ThresholdsError, match="answered_target"):
+        tune_thresholds(outcomes, tiers, answered_target=1.2)
 
 
 def test_complex_tier_never_takes_the_simple_route():

@@ -9,7 +9,10 @@ Per query (``mode="hybrid"``):
    simple calibrator turns (FastText top-1, margin, entropy, BM25 confidence, BM25 restricted
    against unrestricted) into P(correct). If that probability is under ``tau_cascade`` the
    query falls through to BERT (a cascade: the careful tier gets a look before anyone is
-   bothered); between ``tau_cascade`` and ``tau_review`` the fast answer goes to review.
+   bothered). With escalation on, the bar is ``tau_verify`` (at least ``tau_cascade``): a fast
+   answer that would go out unreviewed is checked by BERT first unless it is surer than that,
+   since a confident FastText mistake is what a reviewer would otherwise never see. A fast
+   answer kept but under ``tau_review`` goes to review.
 3. Otherwise the BERT route: semantic matching against the KB plus the intent head, whose
    distribution is blended log-linearly with FastText's (weight ``fasttext_weight``, chosen on
    held-out data: the two models err on different queries); the complex calibrator uses the
@@ -123,7 +126,10 @@ class Router:
             simple_conf = self.m.calibration.simple.predict(features)
             stages["bm25"]["features"] = features
             stages["bm25"]["calibrated"] = simple_conf
-        if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= th.cascade_below):
+        # With escalation on, an answer nobody reviews must clear the higher bar tau_verify:
+        # under it BERT takes a look too (its calibrated confidence weighs FastText's view).
+        keep_below = th.verify_below if escalation else th.cascade_below
+        if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= keep_below):
             unsure = mode == "hybrid" and simple_conf < th.tau_review
             decision = self._simple_decision(
                 query, ft, bm, simple_conf, escalate_reason="below_threshold" if unsure else None
@@ -170,6 +176,12 @@ class Router:
             "tier": self._tier_of(ft.intents[0][0]) if ft and ft.intents else None,
             "simple_eligible": eligible,
             "cascaded": eligible and "bert" in stages,
+            "verified": bool(
+                eligible
+                and "bert" in stages
+                and simple_conf is not None
+                and simple_conf >= th.cascade_below
+            ),
             "escalation_reason": decision.escalation_reason,
             "would_escalate": would_escalate,
         }

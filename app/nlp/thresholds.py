@@ -5,6 +5,8 @@
 - ``tau_review``: minimum calibrated confidence to answer without a human.
 - ``tau_cascade``: a simple-route answer whose calibrated confidence is under it goes to BERT
   before anything else (absent: ``tau_review``, as files written before it existed).
+- ``tau_verify``: with escalation on, a simple-route answer under it is checked by BERT before
+  it may go out unreviewed (absent: ``tau_cascade``); at least ``tau_cascade``.
 - ``budget``: the escalation budget (share of in-scope queries) the tuner respected.
 - ``kl_disagree``: KL divergence (FastText || BERT) above which the tiers are said to disagree
   (used only to name the escalation reason).
@@ -44,14 +46,15 @@ class Thresholds:
     oos_similarity: float = 0.5
     fasttext_weight: float = 0.0
     tau_cascade: float | None = None
+    tau_verify: float | None = None
     # How the values were chosen (objective, validation figures); free-form, for humans.
     provenance: dict = field(default_factory=dict)
 
     def validate(self, source: str = "thresholds") -> Thresholds:
         names = ("tau_fast", "margin", "tau_review", "budget", "oos_similarity", "fasttext_weight")
-        for name in (*names, "tau_cascade"):
+        for name in (*names, "tau_cascade", "tau_verify"):
             value = getattr(self, name)
-            if name == "tau_cascade" and value is None:
+            if name in ("tau_cascade", "tau_verify") and value is None:
                 continue
             if not isinstance(value, int | float) or isinstance(value, bool) or math.isnan(value):
                 raise ThresholdsError(f"{source}: {name} must be a number, got {value!r}")
@@ -67,6 +70,13 @@ class Thresholds:
     def cascade_below(self) -> float:
         """The simple route's confidence under which BERT takes over."""
         return self.tau_review if self.tau_cascade is None else self.tau_cascade
+
+    @property
+    def verify_below(self) -> float:
+        """With escalation on: the simple route's confidence under which BERT checks the answer
+        (never below ``cascade_below``)."""
+        verify = self.cascade_below if self.tau_verify is None else self.tau_verify
+        return max(verify, self.cascade_below)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,6 +128,8 @@ TAU_FAST_GRID = tuple(round(x, 2) for x in np.arange(0.30, 1.0001, GRID_STEP))
 MARGIN_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9501, GRID_STEP))
 TAU_REVIEW_GRID = tuple(round(x, 2) for x in np.arange(0.05, 0.9901, 0.01))
 TAU_CASCADE_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.9501, GRID_STEP))
+# 1.0 verifies every simple answer (calibrated confidences stay under 1).
+TAU_VERIFY_GRID = tuple(round(x, 2) for x in np.arange(0.0, 1.0001, 0.01))
 # What one BERT call costs, in correct answers: the router sends a query to BERT when that
 # fixes at least one answer in 1 / BERT_CALL_COST calls. 0.02 = one fix per 50 calls, i.e. a
 # BERT call (over 10x the fast route's time) is worth 2% of a correct answer. A product
@@ -130,6 +142,11 @@ BERT_BUDGET = 0.25
 # Out-of-scope questions must escalate: the operating point must escalate at least this share
 # of the held-out out-of-scope queries (when any point can).
 OOS_RECALL_MIN = 0.95
+# With escalation on, the share of unreviewed answers that must be right: the router checks
+# fast answers with BERT (tau_verify) until the held-out answered accuracy reaches it. A product
+# setting (what the support team promises), not fitted to data: `tierdesk tune
+# --answered-target` changes it.
+ANSWERED_TARGET = 0.985
 # Grid points whose utility is within this of the best are equivalent (about one validation
 # query in a thousand); among them the one that answers most accurately wins.
 UTILITY_TOLERANCE = 0.001
@@ -172,8 +189,10 @@ def tune_thresholds(
     budget: float = DEFAULTS.budget,
     bert_cost: float = BERT_CALL_COST,
     bert_budget: float = BERT_BUDGET,
+    answered_target: float = ANSWERED_TARGET,
 ) -> tuple[Thresholds, float, dict]:
-    """Grid search of (tier rule, tau_fast, margin, tau_cascade, tau_review) on held-out outcomes.
+    """Grid search of (tier rule, tau_fast, margin, tau_cascade, tau_review) on held-out outcomes,
+    then of ``tau_verify`` (``_choose_verify``).
 
     The first four decide the route of every query; ``tau_review`` then takes the highest grid
     value whose escalations fit the budget (the budget is spent on catching wrong answers: the
@@ -191,7 +210,11 @@ def tune_thresholds(
     ``tier_maps`` maps each candidate ``f1_min`` to its tier map. Returns the thresholds, the
     chosen ``f1_min`` and the validation figures at that point.
     """
-    for name, value in (("bert_cost", bert_cost), ("bert_budget", bert_budget)):
+    for name, value in (
+        ("bert_cost", bert_cost),
+        ("bert_budget", bert_budget),
+        ("answered_target", answered_target),
+    ):
         if not 0.0 <= value <= 1.0:
             raise ThresholdsError(f"{name} must be between 0 and 1, got {value}")
     ok_s = np.asarray(outcomes.simple_correct, dtype=bool)
@@ -276,15 +299,105 @@ def tune_thresholds(
         f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; tau_review the highest within "
         f"the escalation budget; grid step {GRID_STEP} (tau_review 0.01)"
     )
+    simple_tier = np.array(
+        [tier_maps[f1_min].get(t, "simple") == "simple" for t in outcomes.ft_top]
+    )
+    eligible = simple_tier & (p1 >= tau_fast - 1e-9) & (margin >= m - 1e-9)
+    oos_eligible = None
+    if oos is not None and len(oos.ft_p1):
+        oos_eligible = (
+            np.array([tier_maps[f1_min].get(t, "simple") == "simple" for t in oos.ft_top])
+            & (oos.ft_p1 >= tau_fast - 1e-9)
+            & (oos.ft_margin >= m - 1e-9)
+        )
+    tv, tr, review_figures = _choose_verify(
+        outcomes,
+        eligible,
+        oos_eligible,
+        float(tc),
+        allowed_escalations,
+        budget=budget,
+        bert_cost=bert_cost,
+        answered_target=answered_target,
+    )
+    figures.update(review_figures)
+    objective += (
+        f"; with escalation on, tau_verify the lowest grid value (step 0.01) whose answered "
+        f"accuracy reaches {answered_target} (else the highest answered accuracy - {bert_cost} x "
+        f"BERT share), tau_review again the highest within the budget"
+    )
     thresholds = Thresholds(
         tau_fast=float(tau_fast),
         margin=float(m),
         tau_review=float(tr),
         tau_cascade=float(tc),
+        tau_verify=float(tv),
         budget=budget,
         provenance={"objective": objective, "f1_min": f1_min, **figures},
     )
     return thresholds, float(f1_min), figures
+
+
+def _choose_verify(
+    outcomes: ValidationOutcomes,
+    eligible: np.ndarray,
+    oos_eligible: np.ndarray | None,
+    tau_cascade: float,
+    allowed_escalations: int,
+    *,
+    budget: float,
+    bert_cost: float,
+    answered_target: float,
+) -> tuple[float, float, dict]:
+    """``tau_verify`` and ``tau_review`` for the router with escalation on.
+
+    A simple answer under ``tau_verify`` gets a BERT look (whose calibrated confidence, which
+    also weighs FastText's view, then decides), so fewer confident fast-tier mistakes go out
+    unreviewed. The lowest ``tau_verify`` (fewest BERT calls) whose held-out answered accuracy,
+    with ``tau_review`` the highest within the escalation budget, reaches ``answered_target``
+    while escalating at least as many out-of-scope queries as without verification; when none
+    reaches it, the highest answered accuracy - ``bert_cost`` x BERT share. Returns
+    (tau_verify, tau_review, figures).
+    """
+    ok_s = np.asarray(outcomes.simple_correct, dtype=bool)
+    ok_b = np.asarray(outcomes.bert_correct, dtype=bool)
+    conf_s = np.asarray(outcomes.simple_conf, dtype=float)
+    conf_b = np.asarray(outcomes.bert_conf, dtype=float)
+    grid = np.asarray([v for v in TAU_VERIFY_GRID if v >= tau_cascade - 1e-9] or [tau_cascade])
+    simple = eligible[None, :] & (conf_s[None, :] >= grid[:, None] - 1e-12)
+    correct = np.where(simple, ok_s[None, :], ok_b[None, :])
+    conf = np.where(simple, conf_s[None, :], conf_b[None, :])
+    tau_review = _review_within_budget(conf, allowed_escalations, np.asarray(TAU_REVIEW_GRID))
+    answered = conf >= tau_review[:, None]
+    n_answered = answered.sum(axis=1)
+    answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
+    share = 1.0 - simple.mean(axis=1)
+    coverage = n_answered / max(len(conf_s), 1)
+    oos = outcomes.oos
+    if oos_eligible is not None:
+        oos_simple = oos_eligible[None, :] & (oos.simple_conf[None, :] >= grid[:, None] - 1e-12)
+        oos_conf = np.where(oos_simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
+        oos_recall = (oos_conf < tau_review[:, None]).mean(axis=1)
+    else:
+        oos_recall = np.ones(len(grid))
+    feasible = (1.0 - coverage <= budget + 1e-9) & (oos_recall >= oos_recall[0] - 1e-9)
+    feasible[0] = True  # no verification is always allowed
+    reaching = np.flatnonzero(feasible & (answered_acc >= answered_target - 1e-9))
+    if len(reaching):
+        i = int(reaching[0])
+    else:
+        utility = np.where(feasible, answered_acc - bert_cost * share, -np.inf)
+        i = int(np.argmax(utility))
+    figures = {
+        "val_review_answered_accuracy": round(float(answered_acc[i]), 4),
+        "val_review_coverage": round(float(coverage[i]), 4),
+        "val_review_bert_share": round(float(share[i]), 4),
+        "val_review_oos_escalation_recall": round(float(oos_recall[i]), 4)
+        if oos_eligible is not None
+        else None,
+        "answered_target_reached": bool(len(reaching)),
+    }
+    return float(grid[i]), float(tau_review[i]), figures
 
 
 def _review_within_budget(
