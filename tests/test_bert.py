@@ -236,3 +236,60 @@ def test_prior_blend_moves_the_intent_distribution_towards_the_prior(tier: BertT
     assert heavy.intents[0][0] == "change_pin"
     assert heavy.candidates[0].intent == "change_pin"  # article scores follow the blend
     assert sum(p for _, p in heavy.intents) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_fine_tune_only_with_enough_examples():
+    from app.nlp.finetune import MIN_EXAMPLES, MIN_MEDIAN_PER_INTENT, should_fine_tune
+
+    many = [f"intent{i % 10}" for i in range(max(MIN_EXAMPLES, 10 * MIN_MEDIAN_PER_INTENT))]
+    assert should_fine_tune(many, epochs=3)
+    assert not should_fine_tune(many, epochs=0)
+    assert not should_fine_tune(many[: MIN_EXAMPLES - 1], epochs=3)
+    # an FAQ where every article is its own intent with a few questions: frozen encoder
+    faq = [f"article{i // 3}" for i in range(3 * MIN_EXAMPLES)]
+    assert not should_fine_tune(faq, epochs=3)
+
+
+@pytest.mark.slow
+def test_fine_tuned_encoder_learns_the_intents_and_survives_save_and_load(tmp_path, monkeypatch):
+    """Fine-tuning lowers its training loss and moves the encoder; the saved tier reloads the
+    fine-tuned weights, not the base checkpoint."""
+    import app.nlp.finetune as finetune
+    from app.nlp.bert import ENCODER_FILE, Encoder
+
+    monkeypatch.setattr(finetune, "MIN_EXAMPLES", 10)
+    monkeypatch.setattr(finetune, "MIN_MEDIAN_PER_INTENT", 5)
+    texts = [t for examples in TRAIN.values() for t in examples]
+    labels = [label for label, examples in TRAIN.items() for _ in examples]
+
+    base = Encoder(default_bert_path())
+    tuned = BertTier.train(
+        texts, labels, _entries(), quantize=False, progress=False, fine_tune_epochs=4
+    )
+    report = tuned.metadata["fine_tune"]
+    assert report["epochs"] == 4 and report["steps"] == 4 and report["seconds"] > 0
+    losses = report["epoch_losses"]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    moved = np.sum(tuned.embed(texts) * base.encode(texts), axis=1)  # cosines, base vs tuned
+    assert moved.max() < 0.999 and moved.min() > 0.5  # changed, but not destroyed
+    tuned.save(tmp_path / "bert")
+    assert (tmp_path / "bert" / ENCODER_FILE).is_file()
+    loaded = BertTier.load(tmp_path / "bert", quantize=False)
+    assert loaded.encoder.fine_tuned == report
+    np.testing.assert_allclose(loaded.embed(texts), tuned.embed(texts), atol=1e-5)
+    # saving a loaded tier again copies the weights file
+    loaded.save(tmp_path / "again")
+    assert (tmp_path / "again" / ENCODER_FILE).read_bytes() == (
+        tmp_path / "bert" / ENCODER_FILE
+    ).read_bytes()
+    # retraining the head on the same fine-tuned encoder keeps it (no second fine-tune)
+    refit = BertTier.train(
+        texts, labels, [], quantize=False, progress=False, encoder=tuned.training_encoder
+    )
+    assert refit.metadata["fine_tune"] == report
+    np.testing.assert_allclose(refit.embed(texts[:3]), tuned.embed(texts[:3]), atol=1e-5)
+    # a frozen tier saves no encoder
+    frozen = BertTier.train(texts, labels, [], quantize=False, progress=False)
+    frozen.save(tmp_path / "frozen")
+    assert frozen.metadata["fine_tune"] is None
+    assert not (tmp_path / "frozen" / ENCODER_FILE).exists()

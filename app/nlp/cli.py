@@ -16,6 +16,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from app.nlp.thresholds import (
+    ANSWERED_TARGET,
     BERT_BUDGET,
     BERT_CALL_COST,
     DEFAULTS,
@@ -101,6 +102,13 @@ def train_command(quiet: bool) -> None:
     type=click.FloatRange(0.0, 1.0),
     help="Largest share of queries the BERT tier may take (its capacity).",
 )
+@click.option(
+    "--answered-target",
+    default=ANSWERED_TARGET,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Accuracy unreviewed answers must reach; BERT checks fast answers until they do.",
+)
 @click.option("--quiet", is_flag=True)
 def tune_command(
     train_csv: str,
@@ -108,14 +116,17 @@ def tune_command(
     budget: float,
     bert_cost: float,
     bert_budget: float,
+    answered_target: float,
     out: str | None,
     quiet: bool,
 ) -> None:
-    """Grid-search tau_fast, margin, tau_cascade and tau_review (step 0.05; 0.01 for tau_review).
+    """Grid-search tau_fast, margin, tau_cascade (step 0.05), tau_verify and tau_review (0.01).
 
     Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget and the BERT
     budget, the highest accuracy minus BERT_COST per query sent to BERT; among equivalent
-    points, the highest answered accuracy. The file is read by the server at start-up and on every reload.
+    points, the highest answered accuracy. Then, for the router with escalation on, the fewest
+    BERT checks of fast answers (tau_verify) that bring the answered accuracy to
+    ANSWERED_TARGET. The file is read by the server at start-up and on every reload.
     """
     from app.nlp.training import read_labelled_csv, train_from_csv
 
@@ -126,8 +137,11 @@ def tune_command(
             budget=budget,
             bert_cost=bert_cost,
             bert_budget=bert_budget,
+            answered_target=answered_target,
             progress=not quiet,
             validation=validation,
+            bert_path=current_app.config.get("BERT_PATH"),
+            fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", 0),
         )
     except TrainingError as exc:
         _fail(str(exc))
@@ -145,7 +159,8 @@ def tune_command(
     t = trained.thresholds
     click.echo(
         f"wrote {path}: tau_fast={t.tau_fast} margin={t.margin} "
-        f"tau_cascade={t.cascade_below} tau_review={t.tau_review} (budget {t.budget})"
+        f"tau_cascade={t.cascade_below} tau_verify={t.verify_below} tau_review={t.tau_review} "
+        f"(budget {t.budget})"
     )
     click.echo(json.dumps({k: v for k, v in t.provenance.items() if k != "objective"}))
 
@@ -208,6 +223,7 @@ def eval_command(
             budget=budget,
             bert_path=current_app.config.get("BERT_PATH"),
             progress=not quiet,
+            fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", 0),
         )
     except TrainingError as exc:
         _fail(str(exc))

@@ -46,9 +46,11 @@ from app.nlp.calibration import (
     reliability_bins,
     simple_features,
 )
+from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
 from app.nlp.intent import FastTextIntent, stratified_split
 from app.nlp.router import TOP_K
 from app.nlp.thresholds import (
+    ANSWERED_TARGET,
     BERT_BUDGET,
     BERT_CALL_COST,
     DEFAULTS,
@@ -272,7 +274,9 @@ class _Progress:
         self.bar.close()
 
 
-def _train_bert(texts, labels, entries, *, bert_path, quantize, progress, seed):
+def _train_bert(
+    texts, labels, entries, *, bert_path, quantize, progress, seed, fine_tune_epochs=0, encoder=None
+):
     from app.nlp.bert import BertTier
 
     return BertTier.train(
@@ -283,6 +287,8 @@ def _train_bert(texts, labels, entries, *, bert_path, quantize, progress, seed):
         quantize=quantize,
         progress=progress,
         seed=seed,
+        fine_tune_epochs=fine_tune_epochs,
+        encoder=encoder,
     )
 
 
@@ -418,6 +424,7 @@ def fit_models(
     budget: float = DEFAULTS.budget,
     bert_cost: float = BERT_CALL_COST,
     bert_budget: float = BERT_BUDGET,
+    answered_target: float = ANSWERED_TARGET,
     bert_path: str | Path | None = None,
     quantize: bool = True,
     progress: bool = True,
@@ -425,9 +432,12 @@ def fit_models(
     val_fraction: float = VAL_FRACTION,
     validation: tuple[list[str], list[str]] | None = None,
     refit: bool = True,
+    fine_tune_epochs: int = FINE_TUNE_EPOCHS,
 ) -> TrainedModels:
     """The whole pipeline (module docstring). ``validation`` replaces the held-out split with
-    a given labelled set (``tierdesk tune --val``); then nothing is refit."""
+    a given labelled set (``tierdesk tune --val``); then nothing is refit.
+    ``fine_tune_epochs``: BERT encoder fine-tuning (on the fit part only, when the data are
+    large enough; 0 keeps the frozen encoder)."""
     from app.nlp.bm25 import BM25Retriever
 
     started = time.perf_counter()
@@ -463,6 +473,7 @@ def fit_models(
             quantize=quantize,
             progress=progress,
             seed=seed,
+            fine_tune_epochs=fine_tune_epochs,
         )
         bar.step("bert")
         bm25_val = BM25Retriever(bm25_docs(data.articles, held))
@@ -496,7 +507,12 @@ def fit_models(
             for f in F1_GRID
         }
         thresholds, f1_min, figures = tune_thresholds(
-            outcomes, tier_maps, budget=budget, bert_cost=bert_cost, bert_budget=bert_budget
+            outcomes,
+            tier_maps,
+            budget=budget,
+            bert_cost=bert_cost,
+            bert_budget=bert_budget,
+            answered_target=answered_target,
         )
         thresholds.fasttext_weight = fasttext_weight
         figures["val_bert_accuracy_by_fasttext_weight"] = blend_accuracy
@@ -507,6 +523,7 @@ def fit_models(
             "fasttext_val_accuracy": round(float(routes["simple_ok"][: len(val_texts)].mean()), 4),
             "bert_val_accuracy": round(float(routes["bert_ok"][: len(val_texts)].mean()), 4),
             "fasttext": ft.metrics,
+            "bert_fine_tune": bert.metadata.get("fine_tune"),
             "calibration": cal_metrics,
             "router": figures,
             "n_train": len(data.texts),
@@ -519,6 +536,8 @@ def fit_models(
             ft.metrics = metrics["fasttext"]
             bar.step("fasttext (all data)")
             fitted_bert = bert
+            # The head is refitted on all the data; the encoder stays the one fine-tuned on the
+            # fit part (a second fine-tune would double the training time for little gain).
             bert = _train_bert(
                 data.texts,
                 data.labels,
@@ -527,8 +546,10 @@ def fit_models(
                 quantize=quantize,
                 progress=progress,
                 seed=seed,
+                encoder=fitted_bert.training_encoder,
             )
             bert = bert_with_kb(bert, kb_entries(data.articles), reuse_from=fitted_bert)
+            fitted_bert.training_encoder = None
             bar.step("bert (all data)")
         else:
             bert.set_kb(kb_entries(data.articles))
@@ -722,7 +743,8 @@ class TrainReport:
             f"(answered {r.get('val_answered_accuracy')} at coverage "
             f"{r.get('val_coverage')}, BERT on {r.get('val_bert_share')}); thresholds "
             f"tau_fast={self.thresholds.tau_fast} margin={self.thresholds.margin} "
-            f"tau_cascade={self.thresholds.cascade_below} tau_review={self.thresholds.tau_review}"
+            f"tau_cascade={self.thresholds.cascade_below} tau_verify="
+            f"{self.thresholds.verify_below} tau_review={self.thresholds.tau_review}"
             f" fasttext_weight={self.thresholds.fasttext_weight}"
         )
 
@@ -747,6 +769,7 @@ def train_models(
         bert_path=config.get("BERT_PATH"),
         quantize=config.get("BERT_QUANTIZE", True),
         progress=progress,
+        fine_tune_epochs=config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),
     )
     models_dir = Path(config["MODELS_DIR"])
     version = save_version(models_dir, trained, data)
