@@ -4,12 +4,13 @@
 
 1. Split the labelled texts, stratified: 85% fit, 15% held out.
 2. Train FastText (one model per grid cell; the best on the held-out part is kept) and the
-   BERT head on the fit part; build BM25 and the BERT KB index from the KB *without* the held-out texts (they may be
+   BERT tier (encoder fine-tune when the data are large enough, then the head) on the fit part; build BM25 and the BERT KB index from the KB *without* the held-out texts (they may be
    alternate questions too, which would leak the answer).
 3. Run every held-out query, and out-of-scope negatives (``intents/out_of_scope/dev.csv`` and
    generated nonsense), through both routes; fit the two calibrators; derive the tiers and
    search the thresholds on cross-fitted calibrated confidences.
-4. Retrain FastText and BERT on all the data (same hyper-parameters) for serving.
+4. Retrain FastText and the BERT head on all the data (same hyper-parameters; the encoder
+   fine-tuned in step 2 is kept) for serving.
 
 ``train_models`` reads the database, runs the pipeline, writes ``models/versions/<version>/``
 (with a manifest: version, data hash, validation metrics, trained_at), switches
@@ -553,6 +554,7 @@ def fit_models(
             bar.step("bert (all data)")
         else:
             bert.set_kb(kb_entries(data.articles))
+        bert.training_encoder = None  # the fp32 copy is only needed while training
         derived = derive_tiers(per_label, f1_min, sorted(set(data.labels)))
         tiers = {
             "f1_min": f1_min,
