@@ -293,3 +293,16 @@ def test_fine_tuned_encoder_learns_the_intents_and_survives_save_and_load(tmp_pa
     frozen.save(tmp_path / "frozen")
     assert frozen.metadata["fine_tune"] is None
     assert not (tmp_path / "frozen" / ENCODER_FILE).exists()
+
+
+def test_fine_tuned_weights_that_do_not_fit_the_checkpoint_are_a_clear_error(tmp_path):
+    import torch
+    from safetensors.torch import save_file as save_tensors
+
+    from app.nlp.bert import Encoder
+
+    bogus = tmp_path / "encoder.safetensors"
+    save_tensors({"embeddings.word_embeddings.weight": torch.zeros(3, 4)}, str(bogus))
+    with pytest.raises(ValueError, match="do not fit the checkpoint") as info:
+        Encoder(default_bert_path(), weights=bogus)
+    assert str(bogus) in str(info.value)

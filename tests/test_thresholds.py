@@ -148,7 +148,9 @@ def test_out_of_scope_queries_must_escalate():
     outcomes = _outcomes()
     tiers = {0.0: {"a": "simple", "b": "simple"}}
     # answered_target 0: no BERT checks of fast answers, tau_review as the main search set it
-    blind, _, blind_figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.0)
+    blind, _, blind_figures = tune_thresholds(
+        outcomes, tiers, budget=0.10, answered_target=0.0, bert_budget=0.25
+    )
     assert blind.tau_review <= 0.45
     assert blind_figures["val_oos_escalation_recall"] is None
     n = 100
@@ -160,7 +162,9 @@ def test_out_of_scope_queries_must_escalate():
         simple_conf=np.full(n, 0.5),
         bert_conf=np.full(n, 0.45),
     )
-    chosen, _, figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.0)
+    chosen, _, figures = tune_thresholds(
+        outcomes, tiers, budget=0.10, answered_target=0.0, bert_budget=0.25
+    )
     assert chosen.tau_review > 0.5
     assert figures["val_oos_escalation_recall"] == 1.0
     assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
@@ -210,6 +214,12 @@ def test_answered_target_buys_bert_checks_of_fast_answers():
     _, _, far = tune_thresholds(outcomes, tiers, budget=0.02, answered_target=1.0)
     assert far["answered_target_reached"] is False
     assert far["val_review_answered_accuracy"] >= tight["val_review_answered_accuracy"]
+    # BERT's capacity holds with review on too: checks stop at the BERT budget
+    _, _, capped = tune_thresholds(
+        outcomes, tiers, budget=0.10, answered_target=0.985, bert_budget=0.2
+    )
+    assert capped["val_review_bert_share"] <= 0.2
+    assert capped["answered_target_reached"] is False
     with pytest.raises(ThresholdsError, match="answered_target"):
         tune_thresholds(outcomes, tiers, answered_target=1.2)
 

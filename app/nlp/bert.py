@@ -140,7 +140,13 @@ class Encoder:
         if weights is not None:
             from safetensors.torch import load_file as load_tensors
 
-            model.load_state_dict(load_tensors(str(weights)))
+            try:
+                model.load_state_dict(load_tensors(str(weights)))
+            except (RuntimeError, OSError) as exc:
+                raise ValueError(
+                    f"{weights}: fine-tuned weights that do not fit the checkpoint at {path} "
+                    f"(was the version trained with another TIERDESK_BERT_PATH?): {exc}"
+                ) from None
         model.eval()
         if quantize:
             model = _quantize(model)
