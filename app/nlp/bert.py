@@ -186,12 +186,29 @@ class Encoder:
                     self._trace_wanted = self._single is not None
         return self._single
 
+    def reset_graph(self) -> None:
+        """Drop the traced graph after the weights changed: it was frozen from the old ones
+        (whether it follows in-place updates is torch's business); the next single query
+        traces again."""
+        with self._trace_lock:
+            self._single = None
+            self._trace_wanted = _tracing_enabled()
+
     @property
     def traced(self) -> bool:
         """True when single queries run through the TorchScript graph, not eager PyTorch."""
         return self._single_graph() is not None
 
-    def _pool(self, batch: dict) -> torch.Tensor:
+    def tokenize(self, texts: list[str]) -> dict:
+        """A padded, truncated batch of token ids (thread-safe)."""
+        with self._tokenizer_lock:
+            return self.tokenizer(
+                texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt"
+            )
+
+    def pool(self, batch: dict) -> torch.Tensor:
+        """Mean-pooled, normalised embeddings of a ``tokenize`` batch (with gradients when the
+        caller allows them: fine-tuning trains through this)."""
         hidden = self.model(**batch).last_hidden_state
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -213,15 +230,7 @@ class Encoder:
         with torch.inference_mode():
             for start in starts:
                 idx = order[start : start + batch_size]
-                with self._tokenizer_lock:
-                    batch = self.tokenizer(
-                        [texts[i] for i in idx],
-                        padding=True,
-                        truncation=True,
-                        max_length=MAX_TOKENS,
-                        return_tensors="pt",
-                    )
-                out[idx] = self._pool(batch).numpy()
+                out[idx] = self.pool(self.tokenize([texts[i] for i in idx])).numpy()
         return out
 
     def encode_one(self, text: str) -> np.ndarray:
@@ -233,7 +242,7 @@ class Encoder:
         single = self._single_graph()
         with torch.inference_mode():
             if single is None:
-                return self._pool(batch)[0].numpy()
+                return self.pool(batch)[0].numpy()
             # One unpadded sentence: every token counts, so the mean needs no mask.
             hidden = single(batch["input_ids"])
             pooled = hidden[0].mean(0)
@@ -480,7 +489,6 @@ class BertTier:
                     epochs=fine_tune_epochs,
                     seed=seed,
                     progress=progress,
-                    max_tokens=MAX_TOKENS,
                 )
                 encoder.fine_tuned = report.to_dict()
                 x = encoder.encode(list(texts), progress=progress)

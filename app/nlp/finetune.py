@@ -72,13 +72,6 @@ class FineTuneReport:
         }
 
 
-def _pooled(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-    hidden = model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
-
-
 def _schedule(total: int) -> Callable[[int], float]:
     warmup = max(1, int(WARMUP_SHARE * total))
 
@@ -100,7 +93,6 @@ def fine_tune(
     epochs: int = EPOCHS,
     seed: int = 0,
     progress: bool = False,
-    max_tokens: int = 64,
 ) -> FineTuneReport:
     """Fine-tune ``encoder.model`` (fp32) in place on ``texts``/``labels`` (label indices).
 
@@ -146,15 +138,7 @@ def fine_tune(
             losses = []
             for step in range(steps_per_epoch):
                 idx = order[step * BATCH_SIZE : (step + 1) * BATCH_SIZE]
-                with encoder._tokenizer_lock:
-                    batch = encoder.tokenizer(
-                        [texts[i] for i in idx],
-                        padding=True,
-                        truncation=True,
-                        max_length=max_tokens,
-                        return_tensors="pt",
-                    )
-                embedded = _pooled(model, batch)
+                embedded = encoder.pool(encoder.tokenize([texts[i] for i in idx]))
                 logits = SCALE * embedded @ torch.nn.functional.normalize(intent_vectors, dim=-1).T
                 loss = torch.nn.functional.cross_entropy(
                     logits, torch.from_numpy(y[idx]), label_smoothing=LABEL_SMOOTHING
@@ -171,6 +155,7 @@ def fine_tune(
             epoch_losses.append(float(np.mean(losses)))
     finally:
         model.eval()
+        encoder.reset_graph()
         if bar is not None:
             bar.close()
     return FineTuneReport(epochs, total, time.perf_counter() - started, epoch_losses)
