@@ -270,9 +270,9 @@ def _trace_single(model: torch.nn.Module) -> torch.jit.ScriptModule | None:
 
     Single queries are the hot path, and at 10-20 tokens eager PyTorch spends more time in
     the Python of transformers' modules than in the matrix products: the traced, frozen graph
-    runs the same kernels in 0.51x the time for int8, 0.76x for fp32 (bench/bench_bert.py). The trace is
-    made without an attention mask, so it is valid only for one sentence without padding;
-    batches keep the eager model. Its outputs equal the eager model's for any length
+    runs the same kernels in 0.51x the time for int8, 0.76x for fp32 (bench/bench_bert.py). The
+    trace is made without an attention mask, so it is valid only for one sentence without
+    padding; batches keep the eager model. Its outputs equal the eager model's for any length
     (tests/test_bert.py). TIERDESK_BERT_TRACE=0 turns it off.
     """
     vocab = int(getattr(model.config, "vocab_size", 100))

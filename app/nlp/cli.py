@@ -15,6 +15,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
+from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
 from app.nlp.thresholds import (
     ANSWERED_TARGET,
     BERT_BUDGET,
@@ -28,6 +29,13 @@ from app.nlp.training import TrainingError
 
 def _fail(message: str) -> None:
     raise click.ClickException(message)
+
+
+def _share_option(name: str, default: float, help_text: str):
+    """A tuner product setting: a number between 0 and 1, shown with its default."""
+    return click.option(
+        name, default=default, show_default=True, type=click.FloatRange(0.0, 1.0), help=help_text
+    )
 
 
 def _budget(value: float) -> float:
@@ -88,26 +96,18 @@ def train_command(quiet: bool) -> None:
     default=None,
     help="Where to write the thresholds [default: MODELS_DIR/thresholds.json].",
 )
-@click.option(
+@_share_option(
     "--bert-cost",
-    default=BERT_CALL_COST,
-    show_default=True,
-    type=click.FloatRange(0.0, 1.0),
-    help="What one BERT call costs, in correct answers (0.02: worth it if 1 in 50 is fixed).",
+    BERT_CALL_COST,
+    "What one BERT call costs, in correct answers (0.02: worth it if 1 in 50 is fixed).",
 )
-@click.option(
-    "--bert-budget",
-    default=BERT_BUDGET,
-    show_default=True,
-    type=click.FloatRange(0.0, 1.0),
-    help="Largest share of queries the BERT tier may take (its capacity).",
+@_share_option(
+    "--bert-budget", BERT_BUDGET, "Largest share of queries the BERT tier may take (its capacity)."
 )
-@click.option(
+@_share_option(
     "--answered-target",
-    default=ANSWERED_TARGET,
-    show_default=True,
-    type=click.FloatRange(0.0, 1.0),
-    help="Accuracy unreviewed answers must reach; BERT checks fast answers until they do.",
+    ANSWERED_TARGET,
+    "Accuracy unreviewed answers must reach; BERT checks fast answers until they do.",
 )
 @click.option("--quiet", is_flag=True)
 def tune_command(
@@ -141,7 +141,7 @@ def tune_command(
             progress=not quiet,
             validation=validation,
             bert_path=current_app.config.get("BERT_PATH"),
-            fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", 0),
+            fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),
         )
     except TrainingError as exc:
         _fail(str(exc))
@@ -223,7 +223,7 @@ def eval_command(
             budget=budget,
             bert_path=current_app.config.get("BERT_PATH"),
             progress=not quiet,
-            fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", 0),
+            fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),
         )
     except TrainingError as exc:
         _fail(str(exc))
