@@ -200,7 +200,7 @@ def test_answered_target_buys_bert_checks_of_fast_answers():
     # reached with one standard error of the held-out estimate to spare
     accuracy = figures["val_review_answered_accuracy"]
     answered = figures["val_review_coverage"] * len(outcomes.ft_p1)
-    assert accuracy - np.sqrt(accuracy * (1 - accuracy) / answered) >= 0.985 - 1e-3
+    assert accuracy - np.sqrt(accuracy * (1 - accuracy) / answered) >= 0.985 - 2e-4
     # the escalation budget is spent (tau_review in steps of 0.001), not left a step short
     assert 0.085 <= 1.0 - figures["val_review_coverage"] <= 0.10 + 1e-9
     # the fewest checks that reach the target: one grid step less would not
