@@ -38,12 +38,6 @@ def _share_option(name: str, default: float, help_text: str):
     )
 
 
-def _budget(value: float) -> float:
-    if not 0.0 <= value <= 1.0:
-        raise click.BadParameter("must be between 0 and 1")
-    return value
-
-
 @click.command("train")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def train_command(quiet: bool) -> None:
@@ -82,14 +76,7 @@ def train_command(quiet: bool) -> None:
     type=click.Path(dir_okay=False),
     help="CSV text,category to choose thresholds on.",
 )
-@click.option(
-    "--budget",
-    default=DEFAULTS.budget,
-    show_default=True,
-    type=float,
-    callback=lambda _c, _p, v: _budget(v),
-    help="Maximum share of queries escalated.",
-)
+@_share_option("--budget", DEFAULTS.budget, "Maximum share of queries escalated.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False),
@@ -107,7 +94,8 @@ def train_command(quiet: bool) -> None:
 @_share_option(
     "--answered-target",
     ANSWERED_TARGET,
-    "Accuracy unreviewed answers must reach; BERT checks fast answers until they do.",
+    "Accuracy unreviewed answers must reach: BERT checks fast answers until they do with a "
+    "standard error to spare, or until the BERT budget is spent.",
 )
 @click.option("--quiet", is_flag=True)
 def tune_command(
@@ -120,13 +108,15 @@ def tune_command(
     out: str | None,
     quiet: bool,
 ) -> None:
-    """Grid-search tau_fast, margin, tau_cascade (step 0.05), tau_verify and tau_review (0.01).
+    """Grid-search tau_fast, margin, tau_cascade (step 0.05), tau_verify (0.01), tau_review (0.001).
 
     Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget and the BERT
     budget, the highest accuracy minus BERT_COST per query sent to BERT; among equivalent
     points, the highest answered accuracy. Then, for the router with escalation on, the fewest
-    BERT checks of fast answers (tau_verify) that bring the answered accuracy to
-    ANSWERED_TARGET. The file is read by the server at start-up and on every reload.
+    BERT checks of fast answers (tau_verify) whose held-out answered accuracy reaches
+    ANSWERED_TARGET with one standard error to spare; failing that, every check the BERT
+    budget allows (unless they answer worse than none). The file is read by the server at
+    start-up and on every reload.
     """
     from app.nlp.training import read_labelled_csv, train_from_csv
 
@@ -189,13 +179,7 @@ def tune_command(
     default=None,
     help="Alternate questions per KB article [default: all training texts].",
 )
-@click.option(
-    "--budget",
-    default=DEFAULTS.budget,
-    show_default=True,
-    type=float,
-    callback=lambda _c, _p, v: _budget(v),
-)
+@_share_option("--budget", DEFAULTS.budget, "Maximum share of queries escalated.")
 @click.option("--quiet", is_flag=True)
 def eval_command(
     train_csv,
