@@ -67,6 +67,14 @@ REVIEW_QUEUE_DEPTH = Gauge(
     registry=REGISTRY,
     multiprocess_mode="mostrecent",
 )
+REVIEW_THRESHOLD = Gauge(
+    "tierdesk_review_threshold",
+    "Calibrated confidence under which answers go to review: tuned (tau_review) and in effect "
+    "(higher while spare review capacity is used).",
+    ["kind"],
+    registry=REGISTRY,
+    multiprocess_mode="mostrecent",
+)
 MODEL_INFO = Gauge(
     "tierdesk_model_info",
     "Loaded model versions (value is always 1).",

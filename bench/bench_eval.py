@@ -77,6 +77,11 @@ def main() -> None:
         default=None,
         help="BERT encoder fine-tuning epochs [default: the product's, 0: frozen encoder]",
     )
+    parser.add_argument(
+        "--no-spare-review",
+        action="store_true",
+        help="hybrid_review with exactly the tuned tau_review (no spare-capacity reviews)",
+    )
     args = parser.parse_args()
 
     from app.nlp.bert import configure_threads
@@ -97,6 +102,7 @@ def main() -> None:
         # One intra-op thread for the queries: per-query latency on a shared 2-core machine is
         # steadier and no slower than two threads fighting other processes.
         query_threads=1,
+        spare_review=not args.no_spare_review,
         **({} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}),
     )
     details = report.pop("_details")
@@ -107,6 +113,12 @@ def main() -> None:
         f"\nRoute latency p50 (hybrid): simple {routes['simple']['p50']:.2f} ms "
         f"(n={routes['simple']['n']}), BERT {routes['complex']['p50']:.2f} ms "
         f"(n={routes['complex']['n']})"
+    )
+    tuned = details["hybrid_review_tuned"]
+    print(
+        f"hybrid_review with exactly the tuned tau_review (same run): "
+        f"{tuned['answered_accuracy']:.2%} answered accuracy at {tuned['coverage']:.2%} "
+        f"coverage; {details['spare_escalations']} spare-capacity escalations"
     )
     th = details["thresholds"]
     print(

@@ -180,6 +180,11 @@ def tune_command(
     help="Alternate questions per KB article [default: all training texts].",
 )
 @_share_option("--budget", DEFAULTS.budget, "Maximum share of queries escalated.")
+@click.option(
+    "--no-spare-review",
+    is_flag=True,
+    help="hybrid_review with exactly the tuned tau_review: no reviews of spare capacity.",
+)
 @click.option("--quiet", is_flag=True)
 def eval_command(
     train_csv,
@@ -190,6 +195,7 @@ def eval_command(
     limit_categories,
     questions_per_article,
     budget,
+    no_spare_review,
     quiet,
 ) -> None:
     """Train on TRAIN only in a temporary workspace and answer TEST with four strategies."""
@@ -208,6 +214,7 @@ def eval_command(
             bert_path=current_app.config.get("BERT_PATH"),
             progress=not quiet,
             fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),
+            spare_review=not no_spare_review,
         )
     except TrainingError as exc:
         _fail(str(exc))

@@ -9,6 +9,9 @@
   the database (one small query). When either moved, a background thread builds a new router
   (reusing the loaded models when only the KB changed) and swaps it in with one reference
   assignment: requests use either the old or the new router, never a half-built one.
+- The router serving traffic carries a ``SpareReview`` (``TIERDESK_SPARE_REVIEW``, on by
+  default): review capacity the budget leaves unused goes to the least confident answers. It
+  is attached after warm-up and kept across reloads while the budget is the same.
 - BERT failing to load leaves the engine ready in degraded mode (fast tier, escalating when
   unsure); BERT failing on a query is handled the same way by the router.
 """
@@ -25,7 +28,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.metrics import CACHE_EVENTS, MODEL_INFO, ROUTE_DECISIONS, STAGE_LATENCY
+from app.metrics import (
+    CACHE_EVENTS,
+    MODEL_INFO,
+    REVIEW_THRESHOLD,
+    ROUTE_DECISIONS,
+    STAGE_LATENCY,
+)
+from app.nlp.capacity import SpareReview
 from app.nlp.normalize import normalize
 from app.nlp.types import Decision
 
@@ -242,8 +252,20 @@ class Engine:
             )
         )
 
+    def _spare_review(self, router) -> SpareReview | None:
+        """Spare review capacity for the new router: the previous one's (its window of live
+        confidences) while the budget is unchanged."""
+        if not self.config.get("SPARE_REVIEW", True):
+            return None
+        budget = router.m.thresholds.budget
+        old = self._router.spare if self._router is not None else None
+        return old if old is not None and old.budget == budget else SpareReview(budget)
+
     def _swap(self, built) -> None:
         router, revisions, manifest = built
+        router.spare = self._spare_review(router)  # after warm-up: only live answers feed it
+        REVIEW_THRESHOLD.labels("tuned").set(router.m.thresholds.tau_review)
+        REVIEW_THRESHOLD.labels("effective").set(router.m.thresholds.tau_review)
         self._router = router
         self.revisions = revisions
         self.model_version = router.m.version
@@ -337,6 +359,7 @@ class Engine:
             return decision
         CACHE_EVENTS.labels("miss").inc()
         decision = router.route(text)
+        REVIEW_THRESHOLD.labels("effective").set(decision.trace["tau_review_effective"])
         for stage, ms in decision.trace.get("timings_ms", {}).items():
             STAGE_LATENCY.labels(stage).observe(ms / 1000)
         ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()

@@ -23,6 +23,10 @@ Per query (``mode="hybrid"``):
    name different intents and diverge beyond ``kl_disagree``), ``ambiguous`` (small margin) or
    ``below_threshold``. If BERT is unavailable or fails, the fast tier answers when it is sure
    and escalates with ``degraded`` otherwise; a query never fails because BERT is down.
+5. With a ``SpareReview`` attached (the server and ``tierdesk eval`` attach one after warm-up),
+   review capacity the budget leaves unused goes to the least confident answers: the review
+   threshold rises above ``tau_review`` while escalations run under the budget, and such an
+   escalation says ``spare_capacity`` (app/nlp/capacity.py).
 
 ``mode="fast"`` (FastText + BM25 only) and ``mode="bert"`` (BERT only) exist for evaluation.
 """
@@ -35,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.nlp.calibration import CalibrationSet, complex_features, simple_features
+from app.nlp.capacity import SpareReview
 from app.nlp.thresholds import Thresholds
 from app.nlp.types import Candidate, Decision, TierResult
 
@@ -60,8 +65,10 @@ class RouterModels:
 
 
 class Router:
-    def __init__(self, models: RouterModels) -> None:
+    def __init__(self, models: RouterModels, spare: SpareReview | None = None) -> None:
         self.m = models
+        # Live answers (hybrid, escalation on) feed it and it may raise the review threshold.
+        self.spare = spare
         self._thresholds_trace = {
             k: v for k, v in models.thresholds.to_dict().items() if k != "provenance"
         }
@@ -113,6 +120,8 @@ class Router:
         timings: dict[str, float] = {}
         ft = bm = bert = None
         simple_conf = None
+        spare = self.spare if mode == "hybrid" and escalation else None
+        tau_review = spare.threshold(th.tau_review) if spare is not None else th.tau_review
         if mode != "bert":
             ft = self.m.fasttext.run(query, k=TOP_K)
             stages["fasttext"] = _stage(ft)
@@ -130,7 +139,7 @@ class Router:
         # under it BERT takes a look too (its calibrated confidence weighs FastText's view).
         keep_below = th.verify_below if escalation else th.cascade_below
         if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= keep_below):
-            unsure = mode == "hybrid" and simple_conf < th.tau_review
+            unsure = mode == "hybrid" and simple_conf < tau_review
             decision = self._simple_decision(
                 query, ft, bm, simple_conf, escalate_reason="below_threshold" if unsure else None
             )
@@ -159,8 +168,17 @@ class Router:
                 conf = self.m.calibration.complex.predict(features)
                 stages["bert"]["features"] = features
                 stages["bert"]["calibrated"] = conf
-                reason = self._reason(features) if conf < th.tau_review else None
+                reason = self._reason(features) if conf < tau_review else None
                 decision = self._bert_decision(query, bert, conf, reason)
+        spared = bool(
+            spare is not None
+            and decision.escalation_reason not in (None, "degraded")
+            and th.tau_review <= decision.confidence < tau_review
+        )
+        if spared:
+            decision.escalation_reason = "spare_capacity"
+        if spare is not None:
+            spare.record(decision.confidence, decision.escalate, spared)
         would_escalate = decision.escalation_reason
         if mode != "hybrid" or not escalation:
             decision.escalate = False
@@ -184,6 +202,7 @@ class Router:
             ),
             "escalation_reason": decision.escalation_reason,
             "would_escalate": would_escalate,
+            "tau_review_effective": tau_review,
         }
         return decision
 

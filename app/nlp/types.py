@@ -19,6 +19,7 @@ ESCALATION_REASONS = (
     "tiers_disagree",  # FastText and BERT intent distributions diverge (KL)
     "out_of_scope",  # nothing in the knowledge base fits
     "degraded",  # the careful tier was unavailable and the fast tier was unsure
+    "spare_capacity",  # over tau_review, but reviewers had time left in the budget (capacity.py)
 )
 
 
