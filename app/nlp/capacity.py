@@ -2,9 +2,9 @@
 least confident of the answers that would go out unreviewed go to a reviewer instead.
 
 ``tau_review`` is tuned on held-out training data so that escalations fill the budget there.
-Live questions can be easier than held-out training questions (on BANKING77, TEST: 86%
-answered against the 85% tuned for), and then a fixed ``tau_review`` leaves reviewer time
-unused. ``SpareReview`` watches the calibrated confidences of live answers and:
+Live questions can be easier than held-out training questions (on BANKING77, TEST: 85.5% to
+86.1% answered, by machine, against the 85% tuned for), and then a fixed ``tau_review`` leaves
+reviewer time unused. ``SpareReview`` watches the calibrated confidences of live answers and:
 
 - keeps a window of the last ``window`` confidences and, every ``refresh`` answers, takes its
   ``budget`` quantile: the threshold under which the budget's share of traffic lies;
