@@ -98,6 +98,7 @@ class Engine:
         self._reloading = False
         self._next_check = 0.0
         self._check_lock = threading.Lock()
+        self._shown_threshold: float | None = None  # last value of the effective-threshold gauge
 
     # -- loading -------------------------------------------------------------------------
 
@@ -265,7 +266,7 @@ class Engine:
         router, revisions, manifest = built
         router.spare = self._spare_review(router)  # after warm-up: only live answers feed it
         REVIEW_THRESHOLD.labels("tuned").set(router.m.thresholds.tau_review)
-        REVIEW_THRESHOLD.labels("effective").set(router.m.thresholds.tau_review)
+        self._show_threshold(router.m.thresholds.tau_review)
         self._router = router
         self.revisions = revisions
         self.model_version = router.m.version
@@ -283,6 +284,13 @@ class Engine:
             revisions,
             " (degraded: BERT unavailable)" if router.m.bert is None else "",
         )
+
+    def _show_threshold(self, value: float) -> None:
+        """The effective review threshold gauge, written only when it moved (it moves every 25
+        answers at most; under gunicorn a gauge write goes to a memory-mapped file)."""
+        if value != self._shown_threshold:
+            self._shown_threshold = value
+            REVIEW_THRESHOLD.labels("effective").set(value)
 
     # -- hot reload ----------------------------------------------------------------------
 
@@ -359,7 +367,7 @@ class Engine:
             return decision
         CACHE_EVENTS.labels("miss").inc()
         decision = router.route(text)
-        REVIEW_THRESHOLD.labels("effective").set(decision.trace["tau_review_effective"])
+        self._show_threshold(decision.trace["tau_review_effective"])
         for stage, ms in decision.trace.get("timings_ms", {}).items():
             STAGE_LATENCY.labels(stage).observe(ms / 1000)
         ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()

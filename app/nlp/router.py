@@ -65,10 +65,11 @@ class RouterModels:
 
 
 class Router:
-    def __init__(self, models: RouterModels, spare: SpareReview | None = None) -> None:
+    def __init__(self, models: RouterModels) -> None:
         self.m = models
-        # Live answers (hybrid, escalation on) feed it and it may raise the review threshold.
-        self.spare = spare
+        # Attached by whoever serves live traffic: live answers (hybrid, escalation on) feed it
+        # and it may raise the review threshold.
+        self.spare: SpareReview | None = None
         self._thresholds_trace = {
             k: v for k, v in models.thresholds.to_dict().items() if k != "provenance"
         }
