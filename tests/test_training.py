@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from app.db import session_scope
 from app.models import Article
+from app.nlp.capacity import SpareReview
 from app.nlp.thresholds import Thresholds
 from app.nlp.training import (
     CURRENT_POINTER,
@@ -115,6 +116,28 @@ def test_engine_answers_and_hot_swaps_a_new_version(trained_app):
     swapped = engine.answer(question)
     assert swapped.trace["thresholds"]["tau_review"] == 0.99
     assert swapped.trace["cache"] == "miss"  # the cache is keyed by versions
+
+
+@pytest.mark.slow
+def test_spare_capacity_escalations_are_not_cached(trained_app):
+    engine = trained_app.extensions[ENGINE_KEY]
+    assert engine.ready, engine.not_ready_reason
+    with session_scope(trained_app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        article = session.scalars(select(Article).order_by(Article.slug.desc())).first()
+        question = (article.questions or [article.title])[0]
+    probe = engine.router.route(question)  # straight to the router: nothing cached yet
+    assert not probe.escalate, probe.escalation_reason  # confident enough to answer
+    # Capacity for exactly one spare review, and a threshold over any confidence below 1.
+    spare = SpareReview(0.5, min_seen=2, window=2, refresh=1)
+    spare.record(1.0, False)
+    spare.record(1.0, False)
+    engine.router.spare = spare
+    first = engine.answer(question)
+    assert first.escalation_reason == "spare_capacity"
+    again = engine.answer(question)
+    assert again.trace["cache"] == "miss"  # not replayed from the cache
+    assert not again.escalate  # the allowance was spent: answered as tuned
+    assert engine.answer(question).trace["cache"] == "hit"  # that answer is cached as usual
 
 
 @pytest.mark.slow

@@ -372,7 +372,10 @@ class Engine:
             STAGE_LATENCY.labels(stage).observe(ms / 1000)
         ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
         decision.trace["cache"] = "miss"
-        if self._cache.size > 0:
+        # A spare-capacity escalation depends on the moment's review capacity, not on the
+        # models: replayed from the cache, every repeat of a hot question would go to review
+        # outside the budget.
+        if self._cache.size > 0 and decision.escalation_reason != "spare_capacity":
             self._cache.put(key, dataclasses.replace(decision, trace=dict(decision.trace)))
         return decision
 
