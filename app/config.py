@@ -85,7 +85,7 @@ class Config:
         self.CHAT_RELAXED_COMMIT = _env_bool("TIERDESK_CHAT_RELAXED_COMMIT", True)
         # Send the least confident answers to review while escalations run under the tuned
         # budget (app/nlp/capacity.py); off: exactly the tuned tau_review.
-        self.SPARE_REVIEW = _env_bool("TIERDESK_SPARE_REVIEW", True)
+        self.SPARE_REVIEW = _env_bool("TIERDESK_SPARE_REVIEW", False)
         self.REVIEW_LEASE_SECONDS = _env_int("TIERDESK_REVIEW_LEASE_SECONDS", 300)
         self.RECONCILE_INTERVAL_SECONDS = _env_int("TIERDESK_RECONCILE_INTERVAL_SECONDS", 30)
         # Each review priority point counts as this many seconds of extra waiting in the queue.

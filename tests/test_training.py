@@ -105,13 +105,9 @@ def test_engine_answers_and_hot_swaps_a_new_version(trained_app):
         assert get_revision(session, MODEL_REVISION) >= 1
 
     old_router = engine.router
-    # Live answers feed spare review capacity: one routed answer (warm-up and the cache hit
-    # are not counted).
-    assert old_router.spare is not None and old_router.spare.seen == 1
+    assert old_router.spare is None  # spare review capacity is opt-in
     assert engine.check_for_updates(wait=True)
     assert engine.router is not old_router
-    # Same budget: the new router keeps the live confidences seen so far.
-    assert engine.router.spare is old_router.spare
     assert engine.model_version == new
     swapped = engine.answer(question)
     assert swapped.trace["thresholds"]["tau_review"] == 0.99

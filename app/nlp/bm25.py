@@ -8,7 +8,9 @@ of a field's rows get ``epsilon * average idf``), applied to four fields indexed
   questions (a short customer query is often closest to one phrasing);
 * ``question_pool``: all alternate questions of an article pooled into one row (evidence spread
   over several phrasings adds up);
-* ``body``: one row per article.
+* ``body``: one row per passage of the article's body (``app/nlp/passages.py``); an article
+  takes its best passage, so a question answered deep inside a long article still finds it
+  (a short body is one passage: one row per article).
 
 Measured on BANKING77 (one article per category, held-out queries) best question + pool beats
 either alone; ``bench/bench_bm25.py --quality`` prints the figures.
@@ -60,6 +62,7 @@ from app.nlp.normalize import (
     tokenize,
     tokenize_many,
 )
+from app.nlp.passages import split_passages
 from app.nlp.types import Candidate, TierResult
 
 FIELDS = ("title", "questions", "question_pool", "body")
@@ -74,7 +77,9 @@ DEFAULT_FIELD_WEIGHTS: Mapping[str, float] = {
 IDF_EPSILON = 0.25
 # An article's score is multiplied by (1 + intent_boost * P(article's intent)).
 DEFAULT_INTENT_BOOST = 1.0
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Fields with several rows per article; an article scores as its best row.
+MULTI_ROW_FIELDS = ("questions", "body")
 # Multi-term queries on the many-rows field switch to a dense row-score array when their
 # postings cover more than 1/_DENSE_FRACTION of the rows (sorting them would cost more).
 _DENSE_FRACTION = 8
@@ -112,16 +117,19 @@ def _field_rows(
 ) -> dict[str, tuple[list[list[str]], np.ndarray]]:
     """Token lists of each field's rows and the article index of each row.
 
-    Title, body and the question pool give one row per article (even when empty, as rank-bm25
-    would count it); questions give one row per non-empty question. Each text is tokenized once.
+    Title and the question pool give one row per article (even when empty, as rank-bm25
+    would count it); the body one row per passage (one empty row for an empty body); questions
+    one row per non-empty question. Each text is tokenized once.
     """
     wanted = {name for name, weight in settings.field_weights.items() if weight > 0}
     articles = np.arange(len(docs), dtype=np.int64)
     fields: dict[str, tuple[list[list[str]], np.ndarray]] = {}
-    for name in ("title", "body"):
-        if name in wanted:
-            texts = (doc.title if name == "title" else doc.body for doc in docs)
-            fields[name] = (settings.tokens_many(texts), articles)
+    if "title" in wanted:
+        fields["title"] = (settings.tokens_many(doc.title for doc in docs), articles)
+    if "body" in wanted:
+        passages = [split_passages(doc.body) or [""] for doc in docs]
+        owners = np.repeat(articles, [len(p) for p in passages])
+        fields["body"] = (settings.tokens_many(chain.from_iterable(passages)), owners)
     if wanted & {"questions", "question_pool"}:
         counts = [len(doc.questions) for doc in docs]
         tokenized = settings.tokens_many(q for doc in docs for q in doc.questions)
@@ -149,7 +157,7 @@ def okapi_idf(doc_freq: np.ndarray, n_rows: int) -> np.ndarray:
 class _FieldIndex:
     """One field of the index: scores rows, knows idf for the confidence's ideal score."""
 
-    per_article: bool  # one row per article (title, body) rather than many (questions)
+    per_article: bool  # one row per article (title, pool) rather than many (questions, body)
     row_article: np.ndarray
     n_articles: int
     n_rows: int
@@ -313,7 +321,7 @@ class BM25Retriever:
                 self.fields[name] = self._build_field(rows, owners, name)
 
     def _build_field(self, rows, owners, name: str) -> _FieldIndex:
-        per_article = name != "questions"
+        per_article = name not in MULTI_ROW_FIELDS
         cls = _SparseField.build if self.backend == "sparse" else _RankBM25Field
         return cls(rows, owners, len(self.docs), per_article, self.settings)
 
@@ -502,7 +510,7 @@ class BM25Retriever:
                 arrays[f"{name}.idf"],
                 arrays[f"{name}.row_article"],
                 len(docs),
-                per_article=name != "questions",
+                per_article=name not in MULTI_ROW_FIELDS,
             )
         return self
 

@@ -9,9 +9,10 @@
   the database (one small query). When either moved, a background thread builds a new router
   (reusing the loaded models when only the KB changed) and swaps it in with one reference
   assignment: requests use either the old or the new router, never a half-built one.
-- The router serving traffic carries a ``SpareReview`` (``TIERDESK_SPARE_REVIEW``, on by
-  default): review capacity the budget leaves unused goes to the least confident answers. It
-  is attached after warm-up and kept across reloads while the budget is the same.
+- With ``TIERDESK_SPARE_REVIEW`` on (opt-in) and a ceiling on reviews (``budget`` < 1), the
+  router serving traffic carries a ``SpareReview``: review capacity the ceiling leaves unused
+  goes to the least confident answers. It is attached after warm-up and kept across reloads
+  while the budget is the same.
 - BERT failing to load leaves the engine ready in degraded mode (fast tier, escalating when
   unsure); BERT failing on a query is handled the same way by the router.
 """
@@ -145,31 +146,14 @@ class Engine:
         return router, revisions, loaded["manifest"]
 
     def _read_kb(self):
-        from sqlalchemy import select
-
+        """Published articles as the router matches them (taught examples included) and the
+        declared tiers; the same reading as training's."""
         from app.db import session_scope
-        from app.models import Article, Intent
-        from app.nlp.training import KbArticle
+        from app.nlp.training import data_from_db
 
         with session_scope(self._db_url()) as session:
-            articles = [
-                KbArticle(
-                    a.slug,
-                    a.title,
-                    [q for q in (a.questions or []) if isinstance(q, str)],
-                    a.body or "",
-                    a.category or a.slug,
-                )
-                for a in session.scalars(
-                    select(Article).where(Article.published.is_(True)).order_by(Article.slug)
-                )
-            ]
-            declared = {
-                i.name: i.tier
-                for i in session.scalars(select(Intent))
-                if i.tier_source == "declared"
-            }
-        return articles, declared
+            data = data_from_db(session)
+        return data.articles, data.declared_tiers
 
     def _load_models(self, folder: Path, version: str) -> dict:
         """The version's models; reused from the previous load when the version is the same."""
@@ -191,7 +175,9 @@ class Engine:
             "version": version,
             "folder": folder,
             "manifest": manifest,
-            "fasttext": FastTextIntent.load(folder / FASTTEXT_DIR),
+            "fasttext": FastTextIntent.load(folder / FASTTEXT_DIR)
+            if (folder / FASTTEXT_DIR).is_dir()
+            else None,  # a version trained without an intent tier
             "calibration": CalibrationSet.load(folder / CALIBRATION_FILE),
             "tiers": json.loads((folder / TIERS_FILE).read_text()),
             "bert": None,
@@ -256,9 +242,9 @@ class Engine:
     def _spare_review(self, router) -> SpareReview | None:
         """Spare review capacity for the new router: the previous one's (its window of live
         confidences) while the budget is unchanged."""
-        if not self.config.get("SPARE_REVIEW", True):
-            return None
         budget = router.m.thresholds.budget
+        if not self.config.get("SPARE_REVIEW", False) or budget >= 1.0:
+            return None  # opt-in, and only under a ceiling on reviews
         old = self._router.spare if self._router is not None else None
         return old if old is not None and old.budget == budget else SpareReview(budget)
 

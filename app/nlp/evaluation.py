@@ -107,7 +107,7 @@ def run_eval(
     seed: int = 0,
     fine_tune_epochs: int = FINE_TUNE_EPOCHS,
     query_threads: int | None = None,
-    spare_review: bool = True,
+    spare_review: bool = False,
 ) -> dict:
     """``query_threads``: torch threads while answering test queries (training keeps the
     process's setting); None leaves it alone."""

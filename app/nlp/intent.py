@@ -18,7 +18,6 @@ import random
 import re
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -254,26 +253,10 @@ class FastTextIntent:
 
     def per_label_scores(self, texts: Sequence[str], labels: Sequence[str]) -> dict[str, dict]:
         """Precision, recall and support per intent on labelled data (for tier derivation)."""
-        predicted = Counter()
-        actual = Counter()
-        correct = Counter()
-        for text, label in zip(texts, labels, strict=True):
-            guess = (self.predict(text, 1) or [("", 0.0)])[0][0]
-            predicted[guess] += 1
-            actual[label] += 1
-            if guess == label:
-                correct[label] += 1
-        scores = {}
-        for label in actual:
-            p = correct[label] / predicted[label] if predicted[label] else 0.0
-            r = correct[label] / actual[label]
-            scores[label] = {
-                "precision": p,
-                "recall": r,
-                "support": actual[label],
-                "f1": 2 * p * r / (p + r) if p + r else 0.0,
-            }
-        return scores
+        from app.nlp.tiers import label_scores
+
+        predicted = [(self.predict(t, 1) or [("", 0.0)])[0][0] for t in texts]
+        return label_scores(predicted, list(labels))
 
     # -- persistence ------------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ MODES = ("hybrid", "fast", "bert")
 class RouterModels:
     """Everything the router needs, swapped as one object on reload."""
 
-    fasttext: object  # app.nlp.intent.FastTextIntent
+    fasttext: object | None  # app.nlp.intent.FastTextIntent; None when the data are too thin
     bm25: object  # app.nlp.bm25.BM25Retriever
     bert: object | None  # app.nlp.bert.BertTier, None when it failed to load
     calibration: CalibrationSet
@@ -123,12 +123,14 @@ class Router:
         simple_conf = None
         spare = self.spare if mode == "hybrid" and escalation else None
         tau_review = spare.threshold(th.tau_review) if spare is not None else th.tau_review
-        if mode != "bert":
+        if mode != "bert" and self.m.fasttext is not None:
             ft = self.m.fasttext.run(query, k=TOP_K)
             stages["fasttext"] = _stage(ft)
             timings["fasttext"] = ft.ms
         eligible = ft is not None and self._simple_eligible(ft)
-        if mode == "fast" or (mode == "hybrid" and (eligible or self.m.bert is None)):
+        if ft is not None and (
+            mode == "fast" or (mode == "hybrid" and (eligible or self.m.bert is None))
+        ):
             bm = self.simple_retrieve(query, ft)
             stages["bm25"] = _stage(bm)
             timings["bm25"] = bm.ms
@@ -139,7 +141,9 @@ class Router:
         # With escalation on, an answer nobody reviews must clear the higher bar tau_verify:
         # under it BERT takes a look too (its calibrated confidence weighs FastText's view).
         keep_below = th.verify_below if escalation else th.cascade_below
-        if mode == "fast" or (mode == "hybrid" and eligible and simple_conf >= keep_below):
+        if (mode == "fast" and ft is not None) or (
+            mode == "hybrid" and eligible and simple_conf >= keep_below
+        ):
             unsure = mode == "hybrid" and simple_conf < tau_review
             decision = self._simple_decision(
                 query, ft, bm, simple_conf, escalate_reason="below_threshold" if unsure else None
@@ -276,7 +280,7 @@ class Router:
     def versions(self) -> dict[str, str | None]:
         return {
             "models": self.m.version,
-            "fasttext": getattr(self.m.fasttext, "version", None),
+            "fasttext": getattr(self.m.fasttext, "version", None) if self.m.fasttext else None,
             "bm25": getattr(self.m.bm25, "version", None),
             "bert": getattr(self.m.bert, "version", None) if self.m.bert else None,
         }

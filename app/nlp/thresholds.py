@@ -7,7 +7,9 @@
   before anything else (absent: ``tau_review``, as files written before it existed).
 - ``tau_verify``: with escalation on, a simple-route answer under it is checked by BERT before
   it may go out unreviewed (absent: ``tau_cascade``); at least ``tau_cascade``.
-- ``budget``: the escalation budget (share of in-scope queries) the tuner respected.
+- ``budget``: the ceiling on escalations (share of in-scope queries) the tuner respected; the
+  tuner spends the fewest reviews that reach ``answered_target`` and uses the whole ceiling
+  only when the target is out of its reach.
 - ``kl_disagree``: KL divergence (FastText || BERT) above which the tiers are said to disagree
   (used only to name the escalation reason).
 - ``oos_similarity``: BERT cosine similarity to the nearest KB text under which a query that
@@ -41,7 +43,9 @@ class Thresholds:
     tau_fast: float = 0.7
     margin: float = 0.3
     tau_review: float = 0.6
-    budget: float = 0.10
+    # Ceiling on the share of in-scope queries escalated (1.0: none; the answered target
+    # decides how many reviews are spent).
+    budget: float = 1.0
     kl_disagree: float = 2.0
     oos_similarity: float = 0.5
     fasttext_weight: float = 0.0
@@ -250,14 +254,21 @@ def tune_thresholds(
                 simple = eligible[None, :] & (conf_s[None, :] >= cascade - 1e-12)
                 correct = np.where(simple, ok_s[None, :], ok_b[None, :])
                 conf = np.where(simple, conf_s[None, :], conf_b[None, :])
-                tau_review = _review_within_budget(conf, allowed_escalations, review_grid)
+                oos_conf = _oos_conf(oos, oos_tier, tau_fast, m, cascade[:, 0])
+                tau_review, _ = review_for_target(
+                    conf, correct, oos_conf, allowed_escalations, answered_target, review_grid
+                )
                 answered = conf >= tau_review[:, None]
                 n_answered = answered.sum(axis=1)
                 accuracy = correct.mean(axis=1)
                 answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
                 escalation = 1.0 - n_answered / n
                 bert_share = 1.0 - simple.mean(axis=1)
-                oos_recall = _oos_recall(oos, oos_tier, tau_fast, m, cascade[:, 0], tau_review)
+                oos_recall = (
+                    (oos_conf < tau_review[:, None]).mean(axis=1)
+                    if oos_conf is not None
+                    else np.ones(len(tau_review))
+                )
                 for i, tc in enumerate(TAU_CASCADE_GRID):
                     rows.append(
                         (
@@ -386,38 +397,37 @@ def _choose_verify(
     simple = eligible[None, :] & (conf_s[None, :] >= grid[:, None] - 1e-12)
     correct = np.where(simple, ok_s[None, :], ok_b[None, :])
     conf = np.where(simple, conf_s[None, :], conf_b[None, :])
-    tau_review = _review_within_budget(conf, allowed_escalations, np.asarray(TAU_REVIEW_GRID))
+    oos = outcomes.oos
+    oos_conf = None
+    if oos_eligible is not None:
+        oos_simple = oos_eligible[None, :] & (oos.simple_conf[None, :] >= grid[:, None] - 1e-12)
+        oos_conf = np.where(oos_simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
+    tau_review, reached = review_for_target(
+        conf, correct, oos_conf, allowed_escalations, answered_target, np.asarray(TAU_REVIEW_GRID)
+    )
     answered = conf >= tau_review[:, None]
     n_answered = answered.sum(axis=1)
     answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
     share = 1.0 - simple.mean(axis=1)
     coverage = n_answered / max(len(conf_s), 1)
-    oos = outcomes.oos
-    if oos_eligible is not None:
-        oos_simple = oos_eligible[None, :] & (oos.simple_conf[None, :] >= grid[:, None] - 1e-12)
-        oos_conf = np.where(oos_simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
+    if oos_conf is not None:
         oos_recall = (oos_conf < tau_review[:, None]).mean(axis=1)
     else:
         oos_recall = np.ones(len(grid))
     feasible = (
         (1.0 - coverage <= budget + 1e-9)
-        & (oos_recall >= oos_recall[0] - 1e-9)
+        & (oos_recall >= min(OOS_RECALL_MIN, oos_recall[0]) - 1e-9)
         & (share <= max(bert_budget, share[0]) + 1e-9)
     )
     feasible[0] = True  # no verification is always allowed
-    # The held-out estimate is noisy (about 0.3 point at 1,300 answers): a point that only
-    # just reaches the target there falls short on new queries about half the time. The
-    # target counts as reached when it is one standard error under the estimate.
-    error = np.sqrt(answered_acc * (1.0 - answered_acc) / np.maximum(n_answered, 1))
-    reaching = np.flatnonzero(feasible & (answered_acc - error >= answered_target - 1e-9))
-    spent = int(np.flatnonzero(feasible)[-1])
+    reaching = np.flatnonzero(feasible & reached)
     if len(reaching):
-        i = int(reaching[0])
-    elif answered_target > 0 and answered_acc[spent] >= answered_acc[0] - 1e-9:
-        # Out of reach with confidence: the BERT capacity is spent on checks (the most that
-        # fit the budget), unless checking answers worse than not checking.
-        i = spent
+        # The target is met: the fewest reviews (highest coverage), then the fewest BERT checks.
+        best = coverage[reaching].max()
+        i = int(next(j for j in reaching if coverage[j] >= best - 1e-9))
     else:
+        # Out of reach within the ceiling: the most accurate answers it allows, paying for
+        # each BERT check.
         utility = np.where(feasible, answered_acc - bert_cost * share, -np.inf)
         i = int(np.argmax(utility))
     figures = {
@@ -428,8 +438,53 @@ def _choose_verify(
         if oos_eligible is not None
         else None,
         "answered_target_reached": bool(len(reaching)),
+        "answered_target": answered_target,
     }
     return float(grid[i]), float(tau_review[i]), figures
+
+
+def review_for_target(
+    conf: np.ndarray,
+    correct: np.ndarray,
+    oos_conf: np.ndarray | None,
+    allowed_escalations: int,
+    answered_target: float,
+    grid: np.ndarray,
+    oos_recall_min: float = OOS_RECALL_MIN,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``conf`` (rows: routings, columns: held-out queries), the review threshold
+    that spends the fewest reviews: the lowest grid value t whose answered accuracy, minus one
+    standard error, reaches ``answered_target`` and which escalates at least
+    ``oos_recall_min`` of the out-of-scope queries (``oos_conf``, same rows). The budget
+    (``allowed_escalations``) is a ceiling: where the target needs more reviews than it allows,
+    or cannot be reached at all, t is the highest value within the budget (the most accurate
+    answers the ceiling allows). Returns (t, target reached) per row.
+    """
+    rows, n = conf.shape
+    order = np.argsort(-conf, axis=1, kind="stable")
+    ranked = np.take_along_axis(conf, order, axis=1)
+    hits = np.cumsum(np.take_along_axis(correct, order, axis=1), axis=1)
+    # answered(t) per grid value: how many confidences are >= t
+    ascending = ranked[:, ::-1]
+    answered = n - np.stack(
+        [np.searchsorted(ascending[r], grid - 1e-12, side="left") for r in range(rows)]
+    )
+    got = np.where(answered > 0, np.take_along_axis(hits, np.maximum(answered - 1, 0), 1), 0)
+    accuracy = got / np.maximum(answered, 1)
+    error = np.sqrt(accuracy * (1.0 - accuracy) / np.maximum(answered, 1))
+    reaching = (answered > 0) & (accuracy - error >= answered_target - 1e-9)
+    within = (n - answered) <= allowed_escalations
+    ok = reaching & within
+    if oos_conf is not None and oos_conf.shape[1]:
+        oos_sorted = np.sort(oos_conf, axis=1)
+        escalated = np.stack(
+            [np.searchsorted(oos_sorted[r], grid - 1e-12, side="left") for r in range(rows)]
+        ) / oos_conf.shape[1]
+        ok &= escalated >= oos_recall_min - 1e-9
+    fallback = _review_within_budget(conf, allowed_escalations, grid)
+    first = np.argmax(ok, axis=1)
+    reached = ok.any(axis=1)
+    return np.where(reached, grid[first], fallback), reached
 
 
 def _review_within_budget(
@@ -445,18 +500,16 @@ def _review_within_budget(
     return grid[np.clip(index, 0, len(grid) - 1)]
 
 
-def _oos_recall(
+def _oos_conf(
     oos: OutOfScopeOutcomes | None,
     simple_tier: np.ndarray,
     tau_fast: float,
     margin: float,
     tau_cascade: np.ndarray,
-    tau_review: np.ndarray,
-) -> np.ndarray:
-    """Share of out-of-scope queries escalated, per (tau_cascade, tau_review) pair (1 if none)."""
+) -> np.ndarray | None:
+    """Calibrated confidence of every out-of-scope query, per tau_cascade (None if none)."""
     if oos is None or not len(oos.ft_p1):
-        return np.ones(len(tau_review))
+        return None
     eligible = simple_tier & (oos.ft_p1 >= tau_fast - 1e-9) & (oos.ft_margin >= margin - 1e-9)
     simple = eligible[None, :] & (oos.simple_conf[None, :] >= tau_cascade[:, None] - 1e-12)
-    conf = np.where(simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
-    return (conf < tau_review[:, None]).mean(axis=1)
+    return np.where(simple, oos.simple_conf[None, :], oos.bert_conf[None, :])

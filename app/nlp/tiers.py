@@ -13,7 +13,8 @@ derived ones; ``effective_tiers`` merges the two.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 MIN_SUPPORT = 3
 F1_GRID = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9)
@@ -38,3 +39,21 @@ def effective_tiers(derived: Mapping[str, str], declared: Mapping[str, str]) -> 
     merged = dict(derived)
     merged.update({k: v for k, v in declared.items() if v in ("simple", "complex")})
     return merged
+
+
+def label_scores(predicted: Sequence[str], actual: Sequence[str]) -> dict[str, dict]:
+    """Precision, recall, F1 and support per intent from top-1 predictions on held-out data."""
+    guessed: Counter = Counter(predicted)
+    support: Counter = Counter(actual)
+    correct: Counter = Counter(a for p, a in zip(predicted, actual, strict=True) if p == a)
+    scores = {}
+    for label in support:
+        p = correct[label] / guessed[label] if guessed[label] else 0.0
+        r = correct[label] / support[label]
+        scores[label] = {
+            "precision": p,
+            "recall": r,
+            "support": support[label],
+            "f1": 2 * p * r / (p + r) if p + r else 0.0,
+        }
+    return scores

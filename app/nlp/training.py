@@ -31,6 +31,7 @@ import shutil
 import string
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from app.nlp.bm25 import BM25Retriever
 from app.nlp.calibration import (
     COMPLEX_FEATURES,
     SIMPLE_FEATURES,
@@ -50,6 +52,7 @@ from app.nlp.calibration import (
 )
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
 from app.nlp.intent import FastTextIntent, stratified_split
+from app.nlp.passages import split_passages
 from app.nlp.router import TOP_K
 from app.nlp.thresholds import (
     ANSWERED_TARGET,
@@ -62,7 +65,8 @@ from app.nlp.thresholds import (
     ValidationOutcomes,
     tune_thresholds,
 )
-from app.nlp.tiers import F1_GRID, derive_tiers, effective_tiers
+from app.nlp.tiers import F1_GRID, derive_tiers, effective_tiers, label_scores
+from app.nlp.types import TierResult
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,19 @@ KEEP_VERSIONS = 5
 VAL_FRACTION = 0.15
 CALIBRATION_FOLDS = 5
 GENERATED_NEGATIVES = 60
+# Under this many labelled texts every text is held out once (FOLDS folds); from it on, one
+# stratified split (the encoder fine-tune needs held-out data it never saw, one pass only).
+FOLD_TEXTS_MAX = 6000
+FOLDS = 5
+# The BERT index embeds the first BERT_PASSAGES passages of each body, fewer per article when
+# the KB would exceed BERT_PASSAGE_BUDGET passages (embedding one costs ~3 ms of CPU here).
+BERT_PASSAGES = 4
+BERT_PASSAGE_BUDGET = 40_000
+# A split holds out at most this many one-text intents (a large KB without intent data).
+HELD_OUT_MAX = 3000
+# Beyond this many intents FastText is not trained (a softmax over 100,000 one-example
+# articles costs minutes and learns nothing the KB matching does not know).
+FASTTEXT_MAX_LABELS = 5000
 
 
 class TrainingError(RuntimeError):
@@ -198,7 +215,9 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     """Intents, training examples of every origin and published articles from the database.
 
     An article without a category is its own intent (named after its slug), trained on its
-    title and alternate questions; articles with a category add theirs to that intent.
+    title and alternate questions; articles with a category add theirs to that intent. The
+    examples of an intent that has exactly one article are matched as that article's questions
+    too (``with_examples_as_questions``).
     """
     from sqlalchemy import select
 
@@ -222,7 +241,30 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     }
     texts = [t for t, _ in pairs]
     labels = [lab for _, lab in pairs]
+    articles = with_examples_as_questions(articles, texts, labels)
     return TrainingData(texts, labels, articles, declared, read_oos_dev(intents_dir))
+
+
+def with_examples_as_questions(
+    articles: Sequence[KbArticle], texts: Sequence[str], labels: Sequence[str]
+) -> list[KbArticle]:
+    """Articles whose intent is theirs alone also get that intent's examples as questions.
+
+    BM25 and BERT match a query against an article's texts; an example a reviewer taught for
+    an intent answered by one article is one more way of asking for that article, and is
+    matched from the next training on, even before the intent classifier has enough data.
+    """
+    owners = Counter(a.intent for a in articles)
+    extra: dict[str, list[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        if owners.get(label) == 1:
+            extra.setdefault(label, []).append(text)
+    out = []
+    for a in articles:
+        more = [t for t in extra.get(a.intent, []) if t != a.title]
+        questions = list(dict.fromkeys([*a.questions, *more]))
+        out.append(KbArticle(a.slug, a.title, questions, a.body, a.intent))
+    return out
 
 
 # -- the pipeline ------------------------------------------------------------------------
@@ -230,7 +272,7 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
 
 @dataclass
 class TrainedModels:
-    fasttext: FastTextIntent
+    fasttext: FastTextIntent | None  # None when the data are too thin for an intent tier
     bert: object  # BertTier
     calibration: CalibrationSet
     thresholds: Thresholds
@@ -240,21 +282,50 @@ class TrainedModels:
 
 
 def bm25_docs(articles: Sequence[KbArticle], drop: set[str] | None = None):
+    """BM25's view of the KB; texts in ``drop`` (held-out queries) are not indexed, titles
+    included (the document keeps its title for display only when it is indexed)."""
     from app.nlp.bm25 import BM25Doc
 
     drop = drop or set()
     return [
-        BM25Doc(a.slug, a.title, [q for q in a.questions if q not in drop], a.body, a.intent)
+        BM25Doc(
+            a.slug,
+            "" if a.title in drop else a.title,
+            [q for q in a.questions if q not in drop],
+            a.body,
+            a.intent,
+        )
         for a in articles
     ]
 
 
-def kb_entries(articles: Sequence[KbArticle], drop: set[str] | None = None):
+def bert_passage_limit(articles: Sequence[KbArticle]) -> int:
+    """Passages per article the BERT index embeds: up to BERT_PASSAGES, fewer when the KB's
+    bodies would exceed BERT_PASSAGE_BUDGET passages in all (BM25 indexes every passage)."""
+    counts = [len(split_passages(a.body)) for a in articles]
+    limit = BERT_PASSAGES
+    while limit > 1 and sum(min(c, limit) for c in counts) > BERT_PASSAGE_BUDGET:
+        limit -= 1
+    return limit
+
+
+def kb_entries(
+    articles: Sequence[KbArticle], drop: set[str] | None = None, passages: int | None = None
+):
+    """BERT's view of the KB (texts in ``drop`` left out, as in ``bm25_docs``)."""
     from app.nlp.bert import KbEntry
 
     drop = drop or set()
+    limit = bert_passage_limit(articles) if passages is None else passages
     return [
-        KbEntry(a.slug, a.title, a.intent, [q for q in a.questions if q not in drop])
+        KbEntry(
+            a.slug,
+            a.title,
+            a.intent,
+            [q for q in a.questions if q not in drop],
+            [p for p in split_passages(a.body)[:limit] if p not in drop] if limit else [],
+            index_title=a.title not in drop,
+        )
         for a in articles
     ]
 
@@ -277,7 +348,17 @@ class _Progress:
 
 
 def _train_bert(
-    texts, labels, entries, *, bert_path, quantize, progress, seed, fine_tune_epochs=0, encoder=None
+    texts,
+    labels,
+    entries,
+    *,
+    bert_path,
+    quantize,
+    progress,
+    seed,
+    fine_tune_epochs=0,
+    encoder=None,
+    vectors=None,
 ):
     from app.nlp.bert import BertTier
 
@@ -291,6 +372,7 @@ def _train_bert(
         seed=seed,
         fine_tune_epochs=fine_tune_epochs,
         encoder=encoder,
+        vectors=vectors,
     )
 
 
@@ -420,6 +502,67 @@ def evaluate_routes(
     return out
 
 
+def held_out_folds(
+    labels: Sequence[str], *, val_fraction: float, seed: int
+) -> tuple[str, list[tuple[list[int], list[int]]]]:
+    """How held-out signal is made: ``("split", [(fit, held)])`` or ``("folds", [...])``.
+
+    With at least FOLD_TEXTS_MAX labelled texts, one stratified split (``val_fraction`` of each
+    intent held out; intents with a single text are sampled too, so a KB without intent data
+    still has held-out queries, at most HELD_OUT_MAX in all). With fewer, FOLDS folds: every
+    text is a held-out query once, against models and indexes that never saw it (a plain FAQ
+    of 40 titles gives 40 held-out queries, not 6).
+    """
+    n = len(labels)
+    if n >= FOLD_TEXTS_MAX:
+        fit, held = stratified_split(labels, val_fraction, seed)
+        counts = Counter(labels)
+        singles = [i for i in fit if counts[labels[i]] == 1]
+        room = max(0, HELD_OUT_MAX - len(held))
+        take = min(room, int(round(len(singles) * val_fraction)))
+        if take:
+            extra = set(random.Random(seed).sample(singles, take))
+            fit = [i for i in fit if i not in extra]
+            held = sorted([*held, *extra])
+        return "split", [(fit, held)]
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    k = min(FOLDS, n)
+    folds = [sorted(order[i::k]) for i in range(k)]
+    return "folds", [
+        (sorted(set(order) - set(fold)), fold) for fold in folds if fold and len(fold) < n
+    ]
+
+
+def _fasttext_plan(labels: Sequence[str]) -> tuple[bool, str]:
+    counts = Counter(labels)
+    median = float(np.median(list(counts.values()))) if counts else 0.0
+    if len(counts) > FASTTEXT_MAX_LABELS:
+        return False, (
+            f"off: {len(counts)} intents (more than {FASTTEXT_MAX_LABELS}) with a median of "
+            f"{median:g} examples each; BM25 and BERT match the KB directly"
+        )
+    return True, f"trained on {len(labels)} examples of {len(counts)} intents (median {median:g})"
+
+
+def _no_intents(queries: Sequence[str]) -> list[TierResult]:
+    return [TierResult(tier="fasttext") for _ in queries]
+
+
+@dataclass
+class _Fold:
+    """The models of one held-out fold and its queries (texts, then negatives)."""
+
+    ft: FastTextIntent | None
+    bert: object
+    bm25: object
+    queries: list[str]
+    truth: list[str | None]
+    n_val: int
+    ft_results: list
+    vectors: np.ndarray
+
+
 def fit_models(
     data: TrainingData,
     *,
@@ -439,74 +582,108 @@ def fit_models(
     """The whole pipeline (module docstring). ``validation`` replaces the held-out split with
     a given labelled set (``tierdesk tune --val``); then nothing is refit.
     ``fine_tune_epochs``: BERT encoder fine-tuning (on the fit part only, when the data are
-    large enough; 0 keeps the frozen encoder)."""
-    from app.nlp.bm25 import BM25Retriever
+    large enough and held out by a split; 0 keeps the frozen encoder)."""
 
     started = time.perf_counter()
-    if len(set(data.labels)) < 2:
-        raise TrainingError(f"need at least 2 intents with examples, found {len(set(data.labels))}")
-    bar = _Progress(progress, 6 if refit and validation is None else 4)
+    if not data.texts:
+        raise TrainingError("nothing to train on: no articles with a title and no examples")
+    labels_all = sorted(set(data.labels))
+    ft_active, ft_reason = _fasttext_plan(data.labels)
+    if validation is None:
+        mode, folds = held_out_folds(data.labels, val_fraction=val_fraction, seed=seed)
+        texts_v = list(data.texts)
+        labels_v = list(data.labels)
+    else:
+        mode = "given"
+        texts_v = [*data.texts, *validation[0]]
+        labels_v = [*data.labels, *validation[1]]
+        n = len(data.texts)
+        folds = [(list(range(n)), list(range(n, len(texts_v))))]
+        refit = False
+    if not folds or not any(held for _, held in folds):
+        raise TrainingError("too few texts to hold any out for tuning (need at least 2)")
+    bar = _Progress(progress, len(folds) + (3 if refit else 1))
+    negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
     try:
-        if validation is None:
-            fit_idx, val_idx = stratified_split(data.labels, val_fraction, seed)
-            fit_texts = [data.texts[i] for i in fit_idx]
-            fit_labels = [data.labels[i] for i in fit_idx]
-            val_texts = [data.texts[i] for i in val_idx]
-            val_labels = [data.labels[i] for i in val_idx]
-        else:
-            fit_texts, fit_labels = list(data.texts), list(data.labels)
-            val_texts, val_labels = list(validation[0]), list(validation[1])
-            refit = False
-        if not val_texts:
-            raise TrainingError(
-                "too few examples to hold any out for tuning (each intent needs at least 2)"
+        base_encoder = None
+        all_vectors = None
+        if mode != "split":  # one frozen encoder and one embedding pass serve every fold
+            from app.nlp.bert import Encoder, _resolve_bert_path
+
+            base_encoder = Encoder(_resolve_bert_path(bert_path), quantize=False)
+            all_vectors = base_encoder.encode(texts_v, progress=progress)
+        kb_cache: dict[str, np.ndarray] = {}
+        ft_cell = None
+        fold_models: list[_Fold] = []
+        for number, (fit_idx, val_idx) in enumerate(folds):
+            fit_texts = [texts_v[i] for i in fit_idx]
+            fit_labels = [labels_v[i] for i in fit_idx]
+            val_texts = [texts_v[i] for i in val_idx]
+            val_labels = [labels_v[i] for i in val_idx]
+            ft = None
+            if ft_active:
+                if ft_cell is None:
+                    ft = FastTextIntent.select(
+                        fit_texts, fit_labels, val_texts, val_labels, seed=seed, progress=bar.note
+                    )
+                    ft_cell = ft.metrics["chosen"]
+                    ft_metrics = ft.metrics
+                else:
+                    ft = FastTextIntent.train(fit_texts, fit_labels, seed=seed, **ft_cell)
+            held = set(val_texts)
+            val_entries = kb_entries(data.articles, held)
+            bert = _train_bert(
+                fit_texts,
+                fit_labels,
+                [],
+                bert_path=bert_path,
+                quantize=quantize,
+                progress=progress and mode == "split",
+                seed=seed,
+                fine_tune_epochs=fine_tune_epochs if mode == "split" else 0,
+                encoder=base_encoder,
+                vectors=None if all_vectors is None else all_vectors[fit_idx],
             )
-        held = set(val_texts)
-        ft = FastTextIntent.select(
-            fit_texts, fit_labels, val_texts, val_labels, seed=seed, progress=bar.note
-        )
-        bar.step("fasttext")
-        val_entries = kb_entries(data.articles, held)
-        bert = _train_bert(
-            fit_texts,
-            fit_labels,
-            val_entries,
-            bert_path=bert_path,
-            quantize=quantize,
-            progress=progress,
-            seed=seed,
-            fine_tune_epochs=fine_tune_epochs,
-        )
-        bar.step("bert")
-        bm25_val = BM25Retriever(bm25_docs(data.articles, held))
-        negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
-        queries = [*val_texts, *negatives]
-        truth: list[str | None] = [*val_labels, *[None] * len(negatives)]
-        # FastText and BERT see every held-out query once: for the blend's weight, then both routes
-        ft_results = [ft.run(q, k=TOP_K) for q in queries]
-        vectors = bert.encoder.encode(queries, progress=progress)
-        n_val = len(val_texts)
-        fasttext_weight, blend_accuracy = choose_fasttext_weight(
-            ft_results[:n_val], bert, vectors[:n_val], val_labels
-        )
-        routes = evaluate_routes(
-            ft,
-            bm25_val,
-            bert,
-            queries,
-            truth,
-            progress=progress,
-            fasttext_weight=fasttext_weight,
-            ft_results=ft_results,
-            vectors=vectors,
-        )
-        calibration, outcomes, cal_metrics = _calibrate(routes, len(val_texts), seed)
-        per_label = ft.per_label_scores(val_texts, val_labels)
+            bert._text_cache = kb_cache
+            bert.set_kb(val_entries)
+            kb_cache.update(bert._text_cache)
+            bm25_val = BM25Retriever(bm25_docs(data.articles, held))
+            mine = negatives[number :: len(folds)]
+            queries = [*val_texts, *mine]
+            truth: list[str | None] = [*val_labels, *[None] * len(mine)]
+            ft_results = (
+                [ft.run(q, k=TOP_K) for q in queries] if ft is not None else _no_intents(queries)
+            )
+            vectors = bert.encoder.encode(queries, progress=progress and mode == "split")
+            fold_models.append(
+                _Fold(ft, bert, bm25_val, queries, truth, len(val_texts), ft_results, vectors)
+            )
+            bar.step(f"held-out fold {number + 1}/{len(folds)}" if mode != "split" else "tiers")
+        # FastText and BERT see every held-out query once: for the blend's weight, then routes
+        fasttext_weight, blend_accuracy = 0.0, {}
+        if ft_active:
+            fasttext_weight, blend_accuracy = choose_fasttext_weight_folds(fold_models)
+        parts = [
+            evaluate_routes(
+                f.ft,
+                f.bm25,
+                f.bert,
+                f.queries,
+                f.truth,
+                progress=progress and mode == "split",
+                fasttext_weight=fasttext_weight,
+                ft_results=f.ft_results,
+                vectors=f.vectors,
+            )
+            for f in fold_models
+        ]
+        routes, n_val = _in_scope_first(parts, [f.n_val for f in fold_models])
+        val_labels_all = [lab for f in fold_models for lab in f.truth[: f.n_val]]
+        calibration, outcomes, cal_metrics = _calibrate(routes, n_val, seed)
+        per_label = label_scores(routes["ft_top"][:n_val], val_labels_all) if ft_active else {}
         tier_maps = {
-            f: effective_tiers(
-                derive_tiers(per_label, f, sorted(set(data.labels))), data.declared_tiers
-            )
-            for f in F1_GRID
+            f: effective_tiers(derive_tiers(per_label, f, labels_all), data.declared_tiers)
+            for f in (F1_GRID if ft_active else (0.0,))
         }
         thresholds, f1_min, figures = tune_thresholds(
             outcomes,
@@ -516,31 +693,42 @@ def fit_models(
             bert_budget=bert_budget,
             answered_target=answered_target,
         )
+        if not ft_active:  # no intent tier: nothing takes the simple route
+            thresholds.tau_fast = 1.0
+            thresholds.margin = 1.0
         thresholds.fasttext_weight = fasttext_weight
         figures["val_bert_accuracy_by_fasttext_weight"] = blend_accuracy
-        _name_reason_thresholds(thresholds, routes, len(val_texts))
+        _name_reason_thresholds(thresholds, routes, n_val)
         thresholds.provenance.update(figures)
+        thresholds.provenance["held_out"] = mode
         bar.step("calibrated and tuned")
+        first = fold_models[0]
         metrics = {
-            "fasttext_val_accuracy": round(float(routes["simple_ok"][: len(val_texts)].mean()), 4),
-            "bert_val_accuracy": round(float(routes["bert_ok"][: len(val_texts)].mean()), 4),
-            "fasttext": ft.metrics,
-            "bert_fine_tune": bert.metadata.get("fine_tune"),
+            "fasttext_val_accuracy": round(float(routes["simple_ok"][:n_val].mean()), 4)
+            if ft_active
+            else None,
+            "bert_val_accuracy": round(float(routes["bert_ok"][:n_val].mean()), 4),
+            "fasttext": ft_metrics if ft_active else None,
+            "bert_fine_tune": first.bert.metadata.get("fine_tune"),
             "calibration": cal_metrics,
             "router": figures,
+            "held_out": {"mode": mode, "folds": len(folds), "queries": n_val},
             "n_train": len(data.texts),
-            "n_val": len(val_texts),
+            "n_val": n_val,
             "n_oos_negatives": len(negatives),
-            "n_intents": len(set(data.labels)),
+            "n_intents": len(labels_all),
         }
         if refit:
-            ft = FastTextIntent.train(data.texts, data.labels, seed=seed, **ft.metrics["chosen"])
-            ft.metrics = metrics["fasttext"]
+            ft = None
+            if ft_active:
+                ft = FastTextIntent.train(data.texts, data.labels, seed=seed, **ft_cell)
+                ft.metrics = ft_metrics
             bar.step("fasttext (all data)")
-            fitted_bert = bert
+            fitted = first.bert
             # The head is refitted on all the data; the encoder stays the one fine-tuned on the
             # fit part (a second fine-tune on all the data doubled the training time and did
             # not help on BANKING77: hybrid_review 98.38% answered against 98.45%).
+            encoder = fitted.training_encoder if mode == "split" else base_encoder
             bert = _train_bert(
                 data.texts,
                 data.labels,
@@ -549,15 +737,18 @@ def fit_models(
                 quantize=quantize,
                 progress=progress,
                 seed=seed,
-                encoder=fitted_bert.training_encoder,
+                encoder=encoder,
+                vectors=all_vectors,
             )
-            bert = bert_with_kb(bert, kb_entries(data.articles), reuse_from=fitted_bert)
-            fitted_bert.training_encoder = None
+            bert = bert_with_kb(bert, kb_entries(data.articles), reuse_from=fitted)
             bar.step("bert (all data)")
         else:
+            ft, bert = first.ft, first.bert
             bert.set_kb(kb_entries(data.articles))
+        for f in fold_models:
+            f.bert.training_encoder = None
         bert.training_encoder = None  # the fp32 copy is only needed while training
-        derived = derive_tiers(per_label, f1_min, sorted(set(data.labels)))
+        derived = derive_tiers(per_label, f1_min, labels_all)
         tiers = {
             "f1_min": f1_min,
             "derived": derived,
@@ -565,12 +756,89 @@ def fit_models(
             "effective": effective_tiers(derived, data.declared_tiers),
             "per_label": {k: {m: round(v, 4) for m, v in s.items()} for k, s in per_label.items()},
         }
+        metrics["tiers_active"] = tiers_active(
+            ft_active, ft_reason, thresholds, figures, bert, len(data.articles)
+        )
         bar.step("done")
     finally:
         bar.close()
     return TrainedModels(
         ft, bert, calibration, thresholds, tiers, metrics, round(time.perf_counter() - started, 2)
     )
+
+
+def choose_fasttext_weight_folds(folds: Sequence[_Fold]) -> tuple[float, dict[str, float]]:
+    """``choose_fasttext_weight`` over every fold's held-out texts (counts pooled)."""
+    hits: dict[str, float] = {}
+    total = 0
+    for f in folds:
+        n = f.n_val
+        _, accuracy = choose_fasttext_weight(f.ft_results[:n], f.bert, f.vectors[:n], f.truth[:n])
+        for key, value in accuracy.items():
+            hits[key] = hits.get(key, 0.0) + value * n
+        total += n
+    if not hits or not total:
+        return 0.0, {}
+    accuracy = {key: round(value / total, 4) for key, value in hits.items()}
+    best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy.get(str(w), -1), -w))
+    return best, accuracy
+
+
+def _in_scope_first(parts: Sequence[dict], n_vals: Sequence[int]) -> tuple[dict, int]:
+    """Concatenate the folds' route outcomes: every fold's in-scope queries, then negatives."""
+    if len(parts) == 1:
+        return parts[0], n_vals[0]
+    merged: dict = {}
+    for key in parts[0]:
+        values = [p[key][:n] for p, n in zip(parts, n_vals, strict=True)]
+        values += [p[key][n:] for p, n in zip(parts, n_vals, strict=True)]
+        if isinstance(parts[0][key], np.ndarray):
+            merged[key] = np.concatenate(values)
+        else:
+            merged[key] = [x for chunk in values for x in chunk]
+    return merged, int(sum(n_vals))
+
+
+def tiers_active(
+    ft_active: bool, ft_reason: str, thresholds: Thresholds, figures: dict, bert, n_articles: int
+) -> dict[str, dict]:
+    """Which tiers serve, and why, in the user's terms (printed by ``tierdesk train``)."""
+    simple_share = 1.0 - float(figures.get("val_bert_share", 1.0))
+    if not ft_active:
+        fasttext = {"active": False, "reason": ft_reason}
+    elif simple_share <= 0.0:
+        fasttext = {
+            "active": False,
+            "reason": ft_reason + "; its confident answers were not better than BERT's on "
+            "held-out queries, so the simple route is off until reviewers teach more examples",
+        }
+    else:
+        fasttext = {
+            "active": True,
+            "reason": ft_reason + f"; simple route on {simple_share:.0%} of held-out queries",
+        }
+    head = getattr(bert, "has_head", True)
+    return {
+        "fasttext": fasttext,
+        "bm25": {
+            "active": bool(fasttext["active"]),
+            "reason": f"{n_articles} articles (titles, questions, body passages); answers the "
+            "simple route" + ("" if fasttext["active"] else ", which is off"),
+        },
+        "bert": {
+            "active": True,
+            "reason": "KB matching (titles, questions, body passages)"
+            + (
+                " with an intent head"
+                if head
+                else "; no intent head: " + str(bert.metadata.get("head_off_reason", ""))
+            ),
+        },
+        "review": {
+            "active": True,
+            "reason": f"answers under tau_review {thresholds.tau_review} go to a person",
+        },
+    }
 
 
 def _calibrate(routes: dict, n_in_scope: int, seed: int):
@@ -693,7 +961,8 @@ def save_version(models_dir: str | Path, trained: TrainedModels, data: TrainingD
     data_hash = data.data_hash()
     version = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + data_hash[:8]
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{version}-"))
-    trained.fasttext.save(staging / FASTTEXT_DIR)
+    if trained.fasttext is not None:
+        trained.fasttext.save(staging / FASTTEXT_DIR)
     trained.bert.save(staging / BERT_DIR)
     trained.calibration.save(staging / CALIBRATION_FILE)
     trained.thresholds.save(staging / THRESHOLDS_FILE)
@@ -704,7 +973,8 @@ def save_version(models_dir: str | Path, trained: TrainedModels, data: TrainingD
         "data_hash": data_hash,
         "train_seconds": trained.train_seconds,
         "metrics": trained.metrics,
-        "fasttext_version": trained.fasttext.version,
+        "fasttext_version": trained.fasttext.version if trained.fasttext else None,
+        "tiers_active": trained.metrics.get("tiers_active"),
         "bert_version": getattr(trained.bert, "version", None),
         "n_articles": len(data.articles),
     }
@@ -739,6 +1009,14 @@ class TrainReport:
 
     def summary(self) -> str:
         r = self.metrics.get("router", {})
+        active = self.metrics.get("tiers_active") or {}
+        lines = [
+            f"  {name}: {'on' if info['active'] else 'off'} - {info['reason']}"
+            for name, info in active.items()
+        ]
+        return self._figures(r) + ("\ntiers:\n" + "\n".join(lines) if lines else "")
+
+    def _figures(self, r: dict) -> str:
         return (
             f"version {self.version}: {self.n_examples} examples, {self.n_intents} intents, "
             f"{self.n_articles} articles in {self.train_seconds:.0f}s; held-out accuracy "
