@@ -220,7 +220,7 @@ def test_every_problem_is_reported_and_nothing_written(db_url, write_kb_file):
     csv_path = write_kb_file(
         "bad.csv",
         "title,body,slug\n"
-        "Good one,fine,\n"
+        "Good one,fine,good-one\n"
         f"{'T' * (MAX_TITLE + 1)},long title,\n"
         ",no title,\n"
         "Bad slug,x,Bad Slug\n"
@@ -245,12 +245,17 @@ def test_every_problem_is_reported_and_nothing_written(db_url, write_kb_file):
     assert articles(db_url) == {}
 
 
-def test_derived_duplicate_slugs_across_files_are_rejected(db_url, write_kb_file):
+def test_derived_duplicate_slugs_across_files_get_a_suffix_and_a_warning(db_url, write_kb_file):
     first = write_kb_file("one.csv", "title,body\nCard fees?,a\n")
     second = write_kb_file("two.jsonl", '{"title": "Card fees!", "body": "b"}\n')
-    assert rejected(db_url, [first, second]) == [
-        f"{second}:1: duplicate slug 'card-fees' (derived from the title); first used at {first}:2"
+    report = run_import(db_url, [first, second])
+    assert (report.created, report.problems) == (2, [])
+    assert report.warnings == [
+        f"{second}:1: slug 'card-fees' (derived from the title) is already used at {first}:2; "
+        "this article gets 'card-fees-2'"
     ]
+    stored = articles(db_url)
+    assert (stored["card-fees"].body, stored["card-fees-2"].body) == ("a", "b")
 
 
 @pytest.mark.parametrize(

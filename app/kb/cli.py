@@ -31,9 +31,11 @@ def _database_url() -> str:
     return current_app.config["SQLALCHEMY_DATABASE_URI"]
 
 
-def _notes(notes: list[str]) -> None:
+def _notes(notes: list[str], warnings: tuple[str, ...] | list[str] = ()) -> None:
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def _fail(problems: list[str], summary: str) -> None:
@@ -64,7 +66,8 @@ def kb_group() -> None:
 def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
     """Import articles from CSV, TSV (QnA), JSON, JSONL, Markdown files or folders of them.
 
-    Upserts by slug, all or nothing: any invalid record exits 1 and changes nothing.
+    Upserts by slug, all or nothing: any invalid record exits 1 and changes nothing. Warnings
+    (a slug given a suffix, a question under two answers) are printed but do not stop it.
     """
     try:
         with session_scope(_database_url()) as session:
@@ -72,11 +75,11 @@ def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
                 session, list(paths), dry_run=dry_run, replace=replace, progress=True
             )
     except ImportRejected as exc:
-        _notes(exc.report.notes)
+        _notes(exc.report.notes, exc.report.warnings)
         _fail(exc.report.problems, exc.report.summary())
     except SQLAlchemyError as exc:
         _database_error(exc)
-    _notes(report.notes)
+    _notes(report.notes, report.warnings)
     if dry_run:
         for action, slug in report.changes:
             click.echo(f"would {action:<9} {slug}")

@@ -2,7 +2,10 @@
 
 The import runs in two phases. First every file is read and every record validated without
 touching the database; any problem raises ``ImportRejected`` carrying every ``file:line:
-reason``. Only a clean import reaches the second phase, which looks existing articles up by
+reason``. Slugs are settled then too: two articles giving the same slug is an error, except when
+a slug derived from a title meets another article's, which gets ``-2``, ``-3``... in file order
+(an explicit slug keeps its own) with a warning. A question listed on two articles is a warning
+as well. Only a clean import reaches the second phase, which looks existing articles up by
 slug in chunks and writes creates, updates and (with ``replace``) unpublishes with executemany
 inside the caller's transaction, then bumps the KB revision that running servers watch to
 rebuild their retrieval indexes.
@@ -17,8 +20,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
+from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
 from app.kb.records import InvalidArticle, PreparedArticle, prepare_record, record_from_fields
+from app.kb.slugs import unique_slug
 from app.kb.store import (
     ExistingArticle,
     change_of,
@@ -48,6 +53,7 @@ class ImportReport:
     rejected: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. ignored columns; not errors
+    warnings: list[str] = field(default_factory=list)  # slug suffixes, shared questions
     changes: list[tuple[str, str]] = field(default_factory=list)  # (action, slug)
     dry_run: bool = False
     revision: int | None = None  # the KB revision after a write, None when nothing changed
@@ -80,34 +86,92 @@ def _bar(total: int, enabled: bool, **kwargs) -> tqdm:
     return tqdm(total=total, disable=not enabled, leave=False, mininterval=0.5, **kwargs)
 
 
+@dataclass(slots=True)
+class _Checked:
+    article: PreparedArticle
+    file: str
+    line: int
+    question_lines: dict[str, int] | None  # question_key -> line (grouped question rows)
+
+    def line_of(self, question: str) -> int:
+        lines = self.question_lines
+        return lines.get(question_key(question), self.line) if lines else self.line
+
+
 def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArticle], Problems]:
     """Phase one: read and check everything; nothing touches the database."""
     problems = Problems()
     files = expand_paths(paths, problems)
     total = sum(path.stat().st_size for path, _ in files)
-    prepared: dict[str, PreparedArticle] = {}
-    first_seen: dict[str, str] = {}
+    checked: list[_Checked] = []
+    explicit: dict[str, str] = {}  # slug given in the files -> where
     with _bar(total, progress and total >= PROGRESS_MIN_BYTES, desc="reading", unit="B",
               unit_scale=True) as bar:  # fmt: skip
         for row in read_rows(files, problems, bar.update):
-            where = f"{row.file}:{row.line}"
             try:
                 article = prepare_record(record_from_fields(row.fields))
             except InvalidArticle as exc:
                 for reason in exc.reasons:
-                    problems.add(row.file, row.line, reason)
+                    problems.add(row.file, row.line, row.reason(reason))
                 continue
-            if article.slug in first_seen:
-                how = " (derived from the title)" if article.slug_derived else ""
-                problems.add(
-                    row.file,
-                    row.line,
-                    f"duplicate slug {article.slug!r}{how}; first used at {first_seen[article.slug]}",
-                )
-                continue
-            first_seen[article.slug] = where
-            prepared[article.slug] = article
+            if not article.slug_derived:
+                if article.slug in explicit:
+                    problems.add(
+                        row.file,
+                        row.line,
+                        row.reason(
+                            f"duplicate slug {article.slug!r}; first used at "
+                            f"{explicit[article.slug]}"
+                        ),
+                    )
+                    continue
+                explicit[article.slug] = f"{row.file}:{row.line}"
+            checked.append(_Checked(article, row.file, row.line, row.question_lines))
+    prepared = _settle_slugs(checked, explicit, problems)
+    _warn_shared_questions(checked, problems)
     return prepared, problems
+
+
+def _settle_slugs(
+    checked: list[_Checked], explicit: dict[str, str], problems: Problems
+) -> dict[str, PreparedArticle]:
+    """Articles by slug; a derived slug already taken gets the first free ``-2``, ``-3``..."""
+    used = dict(explicit)  # slug -> where it was first used
+    prepared: dict[str, PreparedArticle] = {}
+    for item in checked:
+        article = item.article
+        if article.slug_derived:
+            base = article.slug
+            if base in used:
+                article.slug = unique_slug(base, used)
+                problems.warn(
+                    item.file,
+                    item.line,
+                    f"slug {base!r} (derived from the title) is already used at {used[base]}; "
+                    f"this article gets {article.slug!r}",
+                )
+            used[article.slug] = f"{item.file}:{item.line}"
+        prepared[article.slug] = article
+    return prepared
+
+
+def _warn_shared_questions(checked: list[_Checked], problems: Problems) -> None:
+    """Warn once per article about each question (title or alternate) another article has."""
+    first: dict[str, tuple[int, str]] = {}  # question_key -> (article index, where)
+    for index, item in enumerate(checked):
+        for question in (item.article.title, *item.article.questions):
+            key = question_key(question)
+            seen = first.get(key)
+            if seen is None:
+                first[key] = (index, f"{item.file}:{item.line_of(question)}")
+            elif seen[0] != index:
+                first[key] = (index, seen[1])  # one warning per article, naming the first
+                problems.warn(
+                    item.file,
+                    item.line_of(question),
+                    f"question {question!r} is also listed at {seen[1]}, under another "
+                    "answer; both articles keep it",
+                )
 
 
 def _published_slugs_absent(session: Session, keep: dict[str, PreparedArticle]):
@@ -131,6 +195,7 @@ def import_paths(
     report = ImportReport(dry_run=dry_run)
     prepared, problems = _validate([Path(p) for p in paths], progress)
     report.notes = problems.notes
+    report.warnings = problems.warnings
     if problems:
         report.problems = problems.messages
         report.rejected = len(problems.locations)

@@ -1,11 +1,15 @@
 """The import formats, each turned into ``SourceRow``s (file, line, loosely typed fields).
 
-- CSV: header with ``title`` and ``body`` (or ``answer``); optional ``slug``, ``category``,
-  ``tags`` and ``questions`` (``|``-separated), ``source``, ``published``.
+- CSV: header with ``title`` and ``body``; optional ``slug``, ``category``, ``tags`` and
+  ``questions`` (``|``-separated), ``source``, ``published``.
 - JSON (a list of objects) and JSONL (one object per line) with the same keys.
-- Markdown: YAML front matter then the body; a folder is searched recursively for ``*.md``.
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
-  and ``QnaId`` (rows sharing a QnaId are one article; later questions become alternates).
+  and ``QnaId``.
+- Markdown: YAML front matter then the body; a folder is searched recursively for ``*.md``.
+
+The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
+``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
+app.kb.qna groups into articles.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from app.kb.qna import apply_metadata, group_questions
+from app.kb.records import SourceRow
 from app.kb.textfiles import (
     ByteCounter,
     Problems,
@@ -27,112 +32,46 @@ from app.kb.textfiles import (
     yaml_error,
 )
 
+__all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
+
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
+QNA_KEYS = ("metadata", "qnaid")
+TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS
+ALIASES = {"question": "title", "answer": "body"}
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
-# QnA Maker's export columns; the last four carry multi-turn data that has no use here.
-QNA_COLUMNS = ("question", "answer", "source", "metadata", "qnaid", "suggestedquestions",
-               "iscontextonly", "prompts")  # fmt: skip
-
-
-@dataclass(slots=True)
-class SourceRow:
-    file: str
-    line: int
-    fields: dict[str, object]
+# QnA Maker's multi-turn columns: no use here, so ignored without a note.
+QNA_MULTI_TURN = ("suggestedquestions", "iscontextonly", "prompts")
+_OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid")
 
 
 Reader = Callable[[Path, str, Problems, ByteCounter], Iterator[SourceRow]]
 
 
-# ----------------------------------------------------------------------------- CSV
+# ----------------------------------------------------------------------------- CSV, QnA TSV
+
+
+def _tabular(path: Path, display: str, problems: Problems, on_bytes: ByteCounter, **options):
+    for row in csv_rows(path, display, problems, aliases=ALIASES, on_bytes=on_bytes, **options):
+        fields: dict[str, object] = {k: v for k, v in row.values.items() if k in TABULAR_KEYS}
+        for key in _OPTIONAL:
+            if key in fields and not str(fields[key]).strip():
+                fields[key] = None
+        if fields.get("source") is None:
+            fields["source"] = display
+        apply_metadata(fields, display, row.line, problems)
+        yield SourceRow(display, row.line, fields, qna="question" in row.aliased)
 
 
 def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    rows = csv_rows(
-        path,
-        display,
-        problems,
-        aliases={"answer": "body"},
-        required=("title", "body"),
-        known=ARTICLE_KEYS,
-        on_bytes=on_bytes,
-    )
-    for row in rows:
-        fields: dict[str, object] = {k: v for k, v in row.values.items() if k in ARTICLE_KEYS}
-        for key in ("slug", "category", "source", "published"):
-            if fields.get(key) == "":
-                fields[key] = None
-        fields.setdefault("source", display)
-        yield SourceRow(display, row.line, fields)
-
-
-# ----------------------------------------------------------------------------- QnA TSV
-
-
-def _metadata(text: str) -> tuple[dict[str, object], list[str]]:
-    """``category:cards|product:gold`` -> fields; unknown keys are kept as ``key:value`` tags."""
-    fields: dict[str, object] = {}
-    tags: list[str] = []
-    errors: list[str] = []
-    for item in filter(None, (part.strip() for part in text.split("|"))):
-        key, sep, value = item.partition(":")
-        key, value = key.strip().lower(), value.strip()
-        if not sep or not key:
-            errors.append(f"metadata item {item!r} is not key:value")
-        elif key in ("category", "intent"):
-            fields["category"] = value
-        elif key == "slug":
-            fields["slug"] = value
-        elif key in ("tag", "tags"):
-            tags.extend(t.strip() for t in value.split(","))
-        else:
-            tags.append(f"{key}:{value}")
-    fields["tags"] = tags
-    return fields, errors
+    options = {"required": ("title", "body"), "known": TABULAR_KEYS}
+    return _tabular(path, display, problems, on_bytes, **options)
 
 
 def read_qna_tsv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    groups: dict[str, SourceRow] = {}
-    ungrouped: list[SourceRow] = []
-    rows = csv_rows(
-        path,
-        display,
-        problems,
-        delimiter="\t",
-        required=("question", "answer"),
-        known=QNA_COLUMNS,
-        on_bytes=on_bytes,
-    )
-    for row in rows:
-        values = row.values
-        fields, errors = _metadata(values.get("metadata") or "")
-        for error in errors:
-            problems.add(display, row.line, error)
-        question, answer = values.get("question", ""), values.get("answer", "")
-        qna_id = (values.get("qnaid") or "").strip()
-        group = groups.get(qna_id) if qna_id else None
-        if group is not None:
-            if answer.strip() != str(group.fields["body"]).strip():
-                problems.add(
-                    display,
-                    row.line,
-                    f"QnaId {qna_id} has a different answer than on line {group.line}",
-                )
-            group.fields["questions"].append(question)  # type: ignore[union-attr]
-            continue
-        fields.update(
-            title=question,
-            body=answer,
-            questions=[],
-            source=(values.get("source") or "").strip() or display,
-        )
-        source_row = SourceRow(display, row.line, fields)
-        if qna_id:
-            groups[qna_id] = source_row
-        else:
-            ungrouped.append(source_row)
-    yield from sorted([*groups.values(), *ungrouped], key=lambda r: r.line)
+    known = TABULAR_KEYS + QNA_MULTI_TURN
+    options = {"delimiter": "\t", "required": ("question", "answer"), "known": known}
+    return _tabular(path, display, problems, on_bytes, **options)
 
 
 # ----------------------------------------------------------------------------- JSON, JSONL
@@ -143,14 +82,18 @@ def _object_fields(obj: object, display: str, line: int, problems: Problems) -> 
         problems.add(display, line, f"expected an object, found {type(obj).__name__}")
         return None
     fields = {str(k).lower(): v for k, v in obj.items()}
-    if "answer" in fields:
-        if "body" in fields:
-            problems.add(display, line, "has both 'body' and 'answer'; keep one")
-            return None
-        fields["body"] = fields.pop("answer")
-    fields = {k: v for k, v in fields.items() if k in ARTICLE_KEYS}
-    fields.setdefault("source", display)
-    return SourceRow(display, line, fields)
+    qna = "question" in fields
+    for alias, name in ALIASES.items():
+        if alias in fields:
+            if name in fields:
+                problems.add(display, line, f"has both '{name}' and '{alias}'; keep one")
+                return None
+            fields[name] = fields.pop(alias)
+    fields = {k: v for k, v in fields.items() if k in TABULAR_KEYS}
+    if fields.get("source") is None:
+        fields["source"] = display
+    apply_metadata(fields, display, line, problems)
+    return SourceRow(display, line, fields, qna=qna)
 
 
 def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
@@ -182,26 +125,37 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
     if not text.strip():
         problems.add(display, 1, "file is empty")
         return
-    decoder = json.JSONDecoder()
     pos = _WS.match(text, 0).end()
-    line = 1 + text.count("\n", 0, pos)
     if text[pos] != "[":
-        problems.add(display, line, "expected a JSON list of article objects ('[' ...)")
+        problems.add(
+            display, _line_at(text, pos), "expected a JSON list of article objects ('[' ...)"
+        )
         return
+    for line, _index, obj in _list_items(text, pos, display, problems):
+        row = _object_fields(obj, display, line, problems)
+        if row is not None:
+            yield row
+
+
+def _list_items(text: str, pos: int, display: str, problems: Problems):
+    """(line, index, value) of each element of the JSON list at ``pos``; returns the position
+    after the list, or None after reporting a problem."""
+    decoder = json.JSONDecoder()
+    line = _line_at(text, pos)
     pos += 1
     counted_to = pos
-    first = True
+    index = 0
     while True:
         pos = _WS.match(text, pos).end()
-        if pos < len(text) and text[pos] == "]" and first:
+        if pos < len(text) and text[pos] == "]" and index == 0:
             problems.add(display, line, "the list is empty")
-            return
-        if not first:
+            return None
+        if index:
             if pos < len(text) and text[pos] == "]":
-                return
+                return pos + 1
             if pos >= len(text) or text[pos] != ",":
                 problems.add(display, _line_at(text, pos), "expected ',' or ']' after an object")
-                return
+                return None
             pos = _WS.match(text, pos + 1).end()
         line += text.count("\n", counted_to, pos)
         counted_to = pos
@@ -209,11 +163,9 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
             obj, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
-            return
-        first = False
-        row = _object_fields(obj, display, line, problems)
-        if row is not None:
-            yield row
+            return None
+        yield line, index, obj
+        index += 1
 
 
 def _line_at(text: str, pos: int) -> int:
@@ -320,6 +272,7 @@ def _without_repeats(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
 def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):
     for path, display in files:
         try:
-            yield from READERS[path.suffix.lower()](path, display, problems, on_bytes)
+            rows = READERS[path.suffix.lower()](path, display, problems, on_bytes)
+            yield from group_questions(rows, problems)
         except OSError as exc:
             problems.add(display, 1, f"cannot read: {exc.strerror or exc}")

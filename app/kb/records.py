@@ -42,6 +42,21 @@ class InvalidArticle(ValueError):
         self.reasons = reasons
 
 
+@dataclass(slots=True)
+class SourceRow:
+    """One record as a reader found it: loosely typed fields and where they came from."""
+
+    file: str
+    line: int  # the physical line the record starts on
+    fields: dict[str, object]
+    qna: bool = False  # its title came from a ``question`` column or key: see app.kb.qna
+    label: str | None = None  # said before each problem, e.g. ``articles[3] (id 42)``
+    question_lines: dict[str, int] | None = None  # question_key -> line it was listed on
+
+    def reason(self, text: str) -> str:
+        return f"{self.label}: {text}" if self.label else text
+
+
 @dataclass(frozen=True, slots=True)
 class ArticleRecord:
     title: str

@@ -21,11 +21,17 @@ def _ignore_bytes(_n: int) -> None:
 
 @dataclass
 class Problems:
-    """``file:line: reason`` messages, plus the set of records (file, line) they concern."""
+    """``file:line: reason`` messages, plus the set of records (file, line) they concern.
+
+    ``notes`` and ``warnings`` never reject an import: a note says what was ignored (an unknown
+    column), a warning what the import did on its own that the owner may want to fix at the
+    source (a slug given a suffix, a question filed under two answers).
+    """
 
     messages: list[str] = field(default_factory=list)
     locations: set[tuple[str, int]] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)  # worth saying, but not a reason to reject
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def add(self, file: str, line: int, reason: str) -> None:
         self.messages.append(f"{file}:{line}: {reason}")
@@ -33,6 +39,9 @@ class Problems:
 
     def note(self, file: str, line: int, text: str) -> None:
         self.notes.append(f"{file}:{line}: {text}")
+
+    def warn(self, file: str, line: int, text: str) -> None:
+        self.warnings.append(f"{file}:{line}: {text}")
 
     def __bool__(self) -> bool:
         return bool(self.messages)
@@ -98,6 +107,7 @@ def read_text(
 class CsvRow:
     line: int  # the physical line the record starts on
     values: dict[str, str]
+    aliased: frozenset[str] = frozenset()  # header names that were read as another column
 
 
 def _raise_field_limit() -> None:
@@ -119,8 +129,10 @@ def csv_rows(
 ) -> Iterator[CsvRow]:
     """Rows of a delimited file with a header, as dicts keyed by lower-case column name.
 
-    ``aliases`` maps accepted alternative names to canonical ones (``answer`` -> ``body``);
-    columns outside ``known`` (when given) are ignored with a note, so a typo is not silent.
+    ``aliases`` maps accepted alternative names to canonical ones (``answer`` -> ``body``) and
+    each row says which of them the header used; ``required`` names may be aliases (a missing
+    column is named as given). Columns outside ``known`` (canonical names, when given) are
+    ignored with a note, so a typo is not silent.
     Blank lines are skipped; a record with more fields than the header is an error (usually an
     unquoted delimiter inside a value).
     """
@@ -141,6 +153,7 @@ def csv_rows(
     header = _header(header_row, display, problems, delimiter, aliases, required)
     if header is None:
         return
+    aliased = frozenset(c.strip().lower() for c in header_row if c.strip().lower() in aliases)
     if known is not None:
         ignored = [cell.strip() for cell, name in zip(header_row, header, strict=True)
                    if name and name not in known]  # fmt: skip
@@ -169,7 +182,7 @@ def csv_rows(
             )
             continue
         values = {name: cell for name, cell in zip(header, row, strict=False) if name}
-        yield CsvRow(line, values)
+        yield CsvRow(line, values, aliased)
     if count == 0:
         problems.add(display, 1, "no records after the header row")
 
@@ -196,9 +209,13 @@ def _header(
     names = [aliases.get(cell.strip().lower(), cell.strip().lower()) for cell in row]
     duplicates = sorted({n for n in names if n and names.count(n) > 1})
     if duplicates:
-        problems.add(display, 1, f"column(s) {', '.join(duplicates)} appear more than once")
+        spelled = [
+            "/".join(dict.fromkeys(c.strip() for c, n in zip(row, names, strict=True) if n == d))
+            for d in duplicates
+        ]
+        problems.add(display, 1, f"column(s) {', '.join(spelled)} appear more than once; keep one")
         return None
-    missing = [name for name in required if name not in names]
+    missing = [name for name in required if aliases.get(name, name) not in names]
     if missing:
         found = ", ".join(c.strip() for c in row if c.strip()) or "nothing"
         hint = ""
