@@ -2,10 +2,12 @@
 
 - CSV: header with ``title`` and ``body``; optional ``slug``, ``category``, ``tags`` and
   ``questions`` (``|``-separated), ``source``, ``published``.
-- JSON (a list of objects) and JSONL (one object per line) with the same keys.
+- JSON (a list of objects) and JSONL (one object per line) with the same keys; or a Zendesk Help
+  Center export (an object with an ``articles`` list).
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
   and ``QnaId``.
-- Markdown: YAML front matter then the body; a folder is searched recursively for ``*.md``.
+- Markdown: YAML front matter then the body; HTML pages (app.kb.html_pages). A folder is searched
+  recursively for both.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from app.kb.html_pages import HTML_SUFFIXES, html_fragment, read_html_page
 from app.kb.qna import apply_metadata, group_questions
 from app.kb.records import SourceRow
 from app.kb.textfiles import (
@@ -118,7 +121,8 @@ _WS = re.compile(r"\s*")
 
 
 def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    """A JSON list of objects, decoded one element at a time so each knows its line."""
+    """A JSON list of objects, decoded one element at a time so each knows its line; or a
+    Zendesk Help Center export, an object with an ``articles`` list."""
     text = read_text(path, display, problems, on_bytes)
     if text is None:
         return
@@ -126,15 +130,22 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
         problems.add(display, 1, "file is empty")
         return
     pos = _WS.match(text, 0).end()
+    if text[pos] == "{":
+        yield from _zendesk_export(text, pos, display, problems)
+        return
     if text[pos] != "[":
-        problems.add(
-            display, _line_at(text, pos), "expected a JSON list of article objects ('[' ...)"
-        )
+        problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
         return
     for line, _index, obj in _list_items(text, pos, display, problems):
         row = _object_fields(obj, display, line, problems)
         if row is not None:
             yield row
+
+
+_JSON_SHAPES = (
+    "a JSON list of article objects ('[' ...) or a Zendesk export (an object with an "
+    "'articles' list)"
+)
 
 
 def _list_items(text: str, pos: int, display: str, problems: Problems):
@@ -166,6 +177,86 @@ def _list_items(text: str, pos: int, display: str, problems: Problems):
             return None
         yield line, index, obj
         index += 1
+
+
+def _zendesk_export(text: str, pos: int, display: str, problems: Problems):
+    """The ``articles`` of a Help Center export (``GET /api/v2/help_center/articles``);
+    its other members (``count``, ``next_page``...) are skipped."""
+    decoder = json.JSONDecoder()
+    found = False
+    pos += 1
+    try:
+        while True:
+            pos = _WS.match(text, pos).end()
+            if text.startswith("}", pos):
+                break
+            key, pos = decoder.raw_decode(text, pos)
+            pos = _WS.match(text, pos).end()
+            if not isinstance(key, str) or not text.startswith(":", pos):
+                problems.add(display, _line_at(text, pos), "invalid JSON: expected a key")
+                return
+            pos = _WS.match(text, pos + 1).end()
+            if key == "articles" and not found:
+                found = True
+                if not text.startswith("[", pos):
+                    problems.add(display, _line_at(text, pos), "'articles' must be a list")
+                    return
+                items = _list_items(text, pos, display, problems)
+                while True:
+                    try:
+                        line, index, obj = next(items)
+                    except StopIteration as end:
+                        pos = end.value
+                        break
+                    row = _zendesk_article(obj, index, display, line, problems)
+                    if row is not None:
+                        yield row
+                if pos is None:
+                    return
+            else:
+                _, pos = decoder.raw_decode(text, pos)
+            pos = _WS.match(text, pos).end()
+            if text.startswith(",", pos):
+                pos += 1
+            elif not text.startswith("}", pos):
+                problems.add(display, _line_at(text, pos), "expected ',' or '}' in the object")
+                return
+    except json.JSONDecodeError as exc:
+        problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
+        return
+    if not found:
+        problems.add(display, 1, f"expected {_JSON_SHAPES}")
+
+
+def _zendesk_article(
+    obj: object, index: int, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """title, body (HTML), html_url -> source, section_id -> category ``section-<id>``,
+    label_names -> tags, draft -> unpublished; the slug comes from the title."""
+    label = f"articles[{index}]"
+    if not isinstance(obj, dict):
+        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+        return None
+    if obj.get("id") is not None:
+        label = f"{label} (id {obj['id']})"
+    body = obj.get("body")
+    fields: dict[str, object] = {
+        "title": obj.get("title"),
+        "body": html_fragment(body) if isinstance(body, str) else body,
+        "source": obj.get("html_url") or display,
+        "tags": obj.get("label_names"),
+    }
+    section = obj.get("section_id")
+    if isinstance(section, int | str) and not isinstance(section, bool):
+        fields["category"] = f"section-{section}" if str(section).strip() else None
+    elif section is not None:
+        problems.add(display, line, f"{label}: section_id must be a number")
+    draft = obj.get("draft", False)
+    if isinstance(draft, bool):
+        fields["published"] = not draft
+    elif draft is not None:
+        problems.add(display, line, f"{label}: draft must be true or false")
+    return SourceRow(display, line, fields, label=label)
 
 
 def _line_at(text: str, pos: int) -> int:
@@ -223,7 +314,10 @@ READERS: dict[str, Reader] = {
     ".ndjson": read_jsonl,
     ".md": read_markdown,
     ".markdown": read_markdown,
+    ".html": read_html_page,
+    ".htm": read_html_page,
 }
+FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + HTML_SUFFIXES
 
 
 def _is_hidden(relative: Path) -> bool:
@@ -231,7 +325,7 @@ def _is_hidden(relative: Path) -> bool:
 
 
 def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]]:
-    """(file, display name) for every file to read; folders give their Markdown files."""
+    """(file, display name) for every file to read; folders give their Markdown and HTML."""
     files: list[tuple[Path, str]] = []
     for path in paths:
         display = str(path)
@@ -240,12 +334,12 @@ def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]
                 p
                 for p in path.rglob("*")
                 if p.is_file()
-                and p.suffix.lower() in MARKDOWN_SUFFIXES
+                and p.suffix.lower() in FOLDER_SUFFIXES
                 and p.name.lower() not in SKIPPED_NAMES
                 and not _is_hidden(p.relative_to(path))
             )
             if not found:
-                problems.add(display, 1, "folder has no Markdown (.md) files")
+                problems.add(display, 1, "folder has no Markdown (.md) or HTML (.html) files")
             files.extend((p, str(p)) for p in found)
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")

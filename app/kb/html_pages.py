@@ -1,0 +1,354 @@
+"""HTML as a source: whole pages (``*.html``) and HTML bodies from exports (Zendesk).
+
+Pages are parsed with the standard library's ``html.parser`` into a small tree (with the
+usual implied end tags: ``<p>`` before a block, ``<li>`` before the next ``<li>``...). The title
+is the ``<title>``, else the first ``<h1>`` (the main content's before the page's); the body is
+the ``<main>``, else the first ``<article>``, else the ``<body>``, without ``<nav>``, ``<header>``,
+``<footer>``, ``<aside>`` and what is never content (scripts, styles, form controls, frames,
+SVG...). The
+``<h1>`` that gave the title, or that repeats it, is not repeated in the body. Optional ``<meta
+name="category">`` and ``<meta name="keywords">`` (comma-separated) give category and tags.
+
+Bodies are written back as HTML the Markdown renderer passes through unchanged: tags outside the
+allow-list are unwrapped (their text kept), whitespace outside ``<pre>`` collapsed, every block
+starts a line, text outside any block is put in a ``<p>``, and a blank line before each ``<pre>``
+lets code keep its blank lines. The record check then filters it with the allow-list (nh3) like
+every other HTML body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from html import escape
+from html.parser import HTMLParser
+from pathlib import Path
+
+from app.kb.records import SourceRow
+from app.kb.sanitize import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
+from app.kb.textfiles import ByteCounter, Problems, read_text
+
+HTML_SUFFIXES = (".html", ".htm")
+
+VOID = frozenset(
+    "area base br col embed hr img input keygen link meta param source track wbr".split()
+)
+# Never article content, wherever it appears (pages and bodies alike). A <form> is unwrapped,
+# not dropped: some sites put the whole page in one (ASP.NET WebForms); its controls go.
+NOT_CONTENT = frozenset(
+    "script style noscript template iframe object embed svg math canvas button select "
+    "textarea input head title".split()
+)
+# Page furniture: dropped from a page's content, kept (unwrapped) in an exported body.
+PAGE_FURNITURE = frozenset({"nav", "header", "footer", "aside"})
+# Allowed tags that are blocks: each starts a line of the written body.
+BLOCKS = frozenset(
+    "p h1 h2 h3 h4 h5 h6 ul ol li dl dt dd table thead tbody tr td th blockquote pre hr".split()
+)
+# Tags outside the allow-list that hold blocks; text directly inside them gets a <p>.
+CONTAINERS = frozenset(
+    "html body main article section div header footer nav aside figure figcaption details "
+    "summary address center fieldset hgroup search".split()
+)
+# A start tag that implies the end of an open <p> (HTML's "close a p element").
+_CLOSES_P = BLOCKS | CONTAINERS | frozenset({"form", "menu", "dir", "listing", "plaintext"})
+# Implied ends: a start tag -> (tags it closes, tags that stop the search).
+_IMPLIED = {
+    "li": ({"li"}, {"ul", "ol", "menu"}),
+    "dt": ({"dt", "dd"}, {"dl"}),
+    "dd": ({"dt", "dd"}, {"dl"}),
+    "tr": ({"tr", "td", "th"}, {"table", "thead", "tbody", "tfoot"}),
+    "td": ({"td", "th"}, {"tr", "table"}),
+    "th": ({"td", "th"}, {"tr", "table"}),
+    "thead": ({"thead", "tbody", "tfoot", "tr", "td", "th"}, {"table"}),
+    "tbody": ({"thead", "tbody", "tfoot", "tr", "td", "th"}, {"table"}),
+    "tfoot": ({"thead", "tbody", "tfoot", "tr", "td", "th"}, {"table"}),
+    "option": ({"option"}, {"select", "datalist"}),
+}
+_HEAD_TAGS = frozenset("title meta link base style script noscript template".split())
+_INLINE = (ALLOWED_TAGS - BLOCKS) | frozenset({"span", "font", "mark", "time", "label", "img"})
+_HTML_SPACE = re.compile(r"[ \t\n\r\f]+")
+
+
+@dataclass(eq=False)
+class Node:
+    tag: str
+    attrs: list[tuple[str, str | None]] = field(default_factory=list)
+    children: list[Node | str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The text inside, whitespace collapsed (a ``<br>`` counts as a space)."""
+        parts: list[str] = []
+        stack: list[Node | str] = [self]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                parts.append(item)
+            elif item.tag == "br":
+                parts.append(" ")
+            elif item is self or item.tag not in NOT_CONTENT:
+                stack.extend(reversed(item.children))
+        return " ".join("".join(parts).split())
+
+    def find(self, tag: str, skip: frozenset[str] = frozenset()) -> Node | None:
+        """The first element named ``tag`` in document order, not looking inside ``skip``."""
+        stack: list[Node | str] = list(reversed(self.children))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str) or item.tag in skip:
+                continue
+            if item.tag == tag:
+                return item
+            stack.extend(reversed(item.children))
+        return None
+
+    def find_all(self, tag: str) -> list[Node]:
+        found: list[Node] = []
+        stack: list[Node | str] = list(reversed(self.children))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, Node):
+                if item.tag == tag:
+                    found.append(item)
+                stack.extend(reversed(item.children))
+        return found
+
+
+class _TreeBuilder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#root")
+        self.stack = [self.root]
+
+    def _close_to(self, index: int) -> None:
+        del self.stack[index:]
+
+    def _imply_ends(self, tag: str) -> None:
+        if tag not in _HEAD_TAGS:  # content: a <head> left open ends here
+            for index in range(len(self.stack) - 1, 0, -1):
+                if self.stack[index].tag == "head":
+                    self._close_to(index)
+                    break
+        if tag in _CLOSES_P:
+            for index in range(len(self.stack) - 1, 0, -1):
+                open_tag = self.stack[index].tag
+                if open_tag == "p":
+                    self._close_to(index)
+                    break
+                if open_tag not in _INLINE:
+                    break
+        if tag in _IMPLIED:  # close the outermost of them below the nearest stop
+            closes, stops = _IMPLIED[tag]
+            outermost = None
+            for index in range(len(self.stack) - 1, 0, -1):
+                open_tag = self.stack[index].tag
+                if open_tag in stops:
+                    break
+                if open_tag in closes:
+                    outermost = index
+            if outermost is not None:
+                self._close_to(outermost)
+
+    def handle_starttag(self, tag, attrs):
+        self._imply_ends(tag)
+        node = Node(tag, attrs)
+        self.stack[-1].children.append(node)
+        if tag not in VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag, attrs):  # <br/>, or XHTML's <p/>
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.handle_endtag(tag)
+
+    def handle_endtag(self, tag):
+        for index in range(len(self.stack) - 1, 0, -1):
+            if self.stack[index].tag == tag:
+                self._close_to(index)
+                return
+
+    def handle_data(self, data):
+        self.stack[-1].children.append(data)
+
+
+def parse_html(text: str) -> Node:
+    builder = _TreeBuilder()
+    builder.feed(text)
+    builder.close()
+    return builder.root
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+class _Writer:
+    """Writes a tree as Markdown-proof, allow-listed HTML (see the module docstring)."""
+
+    def __init__(self, skip: frozenset[str], omit: Node | None) -> None:
+        self.skip = skip
+        self.omit = omit
+        self.out: list[str] = []
+        self.in_pre = 0
+        self.depth = 0  # allowed block elements open; text outside all of them gets a <p>
+        self.auto_p = False  # that <p> is open
+        self.space = False  # collapsed whitespace not written yet
+        self.line_start = True  # nothing written since the last block start tag
+
+    def _block_start(self, start_tag: str, blank_line: bool = False) -> None:
+        self.space = False
+        if self.out and not self.in_pre:
+            self.out.append("\n\n" if blank_line else "\n")
+        self.out.append(start_tag)
+        self.line_start = True
+
+    def _inline(self, text: str) -> None:
+        if self.depth == 0 and not self.auto_p and not self.in_pre:
+            self._block_start("<p>")
+            self.auto_p = True
+        if self.space and not self.line_start:
+            self.out.append(" ")
+        self.space = False
+        self.line_start = False
+        self.out.append(text)
+
+    def _close_auto_p(self) -> None:
+        if self.auto_p:
+            self.out.append("</p>")
+            self.auto_p = self.space = False
+
+    def text(self, data: str) -> None:
+        if self.in_pre:
+            self.out.append(escape(data, quote=False))
+            self.line_start = False
+            return
+        data = _HTML_SPACE.sub(" ", data)
+        stripped = data.strip(" ")
+        if data.startswith(" "):
+            self.space = True
+        if stripped:
+            self._inline(escape(stripped, quote=False))
+            self.space = data.endswith(" ")
+
+    def node(self, node: Node) -> None:
+        tag = node.tag
+        if tag in self.skip or node is self.omit:
+            return
+        if tag not in ALLOWED_TAGS:
+            boundary = tag in CONTAINERS and self.depth == 0
+            if boundary:
+                self._close_auto_p()
+            self.children(node)
+            if boundary:
+                self._close_auto_p()
+            return
+        allowed = ALLOWED_ATTRIBUTES.get(tag, ())
+        start = "<{}{}>".format(
+            tag,
+            "".join(
+                f' {name}="{escape(value or "", quote=True)}"'
+                for name, value in node.attrs
+                if name in allowed
+            ),
+        )
+        block = tag in BLOCKS
+        if block:
+            self._close_auto_p()
+            self._block_start(start, blank_line=tag == "pre")
+        else:
+            self._inline(start)
+        if tag in VOID:
+            return
+        children = node.children
+        if tag == "pre" and children and isinstance(children[0], str):
+            # A newline right after <pre> is not content (HTML drops it too).
+            children = [children[0].removeprefix("\n"), *children[1:]]
+        self.in_pre += tag == "pre"
+        self.depth += block
+        for child in children:
+            if isinstance(child, str):
+                self.text(child)
+            else:
+                self.node(child)
+        self.depth -= block
+        self.in_pre -= tag == "pre"
+        if block:
+            self.space = False
+        self.out.append(f"</{tag}>")
+
+    def children(self, node: Node) -> None:
+        for child in node.children:
+            if isinstance(child, str):
+                self.text(child)
+            else:
+                self.node(child)
+
+    def result(self) -> str:
+        self._close_auto_p()
+        return "".join(self.out).strip()
+
+
+def write_body(node: Node, skip: frozenset[str] = NOT_CONTENT, omit: Node | None = None) -> str:
+    writer = _Writer(skip, omit)
+    writer.children(node)
+    return writer.result()
+
+
+def html_fragment(html: str) -> str:
+    """An exported HTML body (Zendesk's ``body``) in the form pages are stored in."""
+    return write_body(parse_html(html.replace("\r\n", "\n").replace("\r", "\n")))
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+def _meta(root: Node) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for node in root.find_all("meta"):
+        attrs = dict(node.attrs)
+        name, content = (attrs.get("name") or "").strip().lower(), attrs.get("content")
+        if name and content is not None and name not in found:
+            found[name] = content
+    return found
+
+
+def page_fields(text: str) -> dict[str, object] | None:
+    """Title, body, category and tags of a page; None when it has no title and no <h1>."""
+    root = parse_html(text)
+    skip = NOT_CONTENT | PAGE_FURNITURE
+    content = (
+        root.find("main", skip)
+        or root.find("article", skip)
+        or root.find("body", skip)
+        or root.find("html")
+        or root
+    )
+    title_node = root.find("title")
+    title = title_node.text() if title_node is not None else ""
+    h1 = content.find("h1", skip) or root.find("h1")
+    if not title:
+        if h1 is None or not h1.text():
+            return None
+        title = h1.text()
+    omit = h1 if h1 is not None and h1.text() == title else None
+    fields: dict[str, object] = {"title": title, "body": write_body(content, skip, omit)}
+    meta = _meta(root)
+    if meta.get("category", "").strip():
+        fields["category"] = meta["category"].strip()
+    if "keywords" in meta:
+        fields["tags"] = [t.strip() for t in meta["keywords"].split(",") if t.strip()]
+    return fields
+
+
+def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    text = read_text(path, display, problems, on_bytes)
+    if text is None:
+        return
+    if not text.strip():
+        problems.add(display, 1, "file is empty")
+        return
+    fields = page_fields(text)
+    if fields is None:
+        problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
+        return
+    fields["source"] = display
+    yield SourceRow(display, 1, fields)
