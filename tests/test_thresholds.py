@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from app.nlp import thresholds
 from app.nlp.thresholds import (
     DEFAULTS,
     OutOfScopeOutcomes,
@@ -112,7 +113,7 @@ def test_tuner_respects_budget_and_prefers_fewer_bert_calls():
     assert loose_figures["val_answered_accuracy"] >= figures["val_answered_accuracy"]
 
 
-def test_bert_cost_trades_accuracy_for_fewer_bert_calls():
+def test_bert_cost_trades_accuracy_for_fewer_bert_calls(monkeypatch):
     """BERT fixes the fast route's errors on low-confidence queries only at a rate of about one
     in five: a cost per call above that keeps those queries on the fast route."""
     rng = np.random.default_rng(1)
@@ -135,8 +136,16 @@ def test_bert_cost_trades_accuracy_for_fewer_bert_calls():
     assert cheap["val_bert_share"] > 0.3
     assert dear["val_bert_share"] == 0.0
     assert cheap["val_accuracy"] > dear["val_accuracy"]
+    # A BERT budget of 0.2 would cost more than CAPACITY_SLACK of accuracy: it is dropped.
+    _, _, dropped = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.01, bert_budget=0.2)
+    assert dropped["bert_budget_held"] is False
+    assert dropped["val_bert_share"] == cheap["val_bert_share"]
+    assert cheap["val_accuracy"] > dear["val_accuracy"] + thresholds.CAPACITY_SLACK
+    # With more slack the same budget holds: BERT takes the least sure within its capacity.
+    monkeypatch.setattr(thresholds, "CAPACITY_SLACK", 1.0)
     _, _, capped = tune_thresholds(outcomes, tiers, budget=0.10, bert_cost=0.01, bert_budget=0.2)
-    assert 0.1 < capped["val_bert_share"] <= 0.2  # BERT takes the least sure within its capacity
+    assert capped["bert_budget_held"] is True
+    assert 0.1 < capped["val_bert_share"] <= 0.2
     assert dear["val_accuracy"] < capped["val_accuracy"] < cheap["val_accuracy"]
     with pytest.raises(ThresholdsError, match="bert_cost"):
         tune_thresholds(outcomes, tiers, bert_cost=1.5)
@@ -259,3 +268,34 @@ def test_checks_that_answer_worse_are_not_bought():
     assert figures["answered_target_reached"] is False
     assert chosen.tau_verify == chosen.cascade_below
     assert figures["val_review_bert_share"] == figures["val_bert_share"]
+
+
+def test_review_spends_the_fewest_escalations_that_reach_the_target():
+    """The budget is a ceiling: when the risk-coverage curve reaches the answered target after
+    escalating 5% of queries, tau_review escalates about that, not the 30% the budget allows;
+    when the target is out of reach under the ceiling, the whole ceiling is spent."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    conf = rng.uniform(0.1, 1.0, n)
+    # Wrong answers only among the least confident 5%: above that, everything is right.
+    correct = (conf > 0.145) | (rng.uniform(size=n) < 0.5)
+    outcomes = ValidationOutcomes(
+        ft_top=["a"] * n,
+        ft_p1=np.zeros(n),  # nothing takes the simple route
+        ft_margin=np.zeros(n),
+        simple_correct=np.zeros(n, dtype=bool),
+        simple_conf=np.zeros(n),
+        bert_correct=correct,
+        bert_conf=conf,
+    )
+    tiers = {0.0: {"a": "simple"}}
+    target, _, figures = tune_thresholds(outcomes, tiers, budget=0.30, answered_target=0.985)
+    assert figures["answered_target_reached"]
+    escalated = 1.0 - figures["val_review_coverage"]
+    assert escalated < 0.06  # about the 5% the target needs
+    assert figures["val_review_answered_accuracy"] >= 0.985
+    assert target.tau_review < 0.16
+    # A target that needs more than the ceiling: the ceiling is spent, and the figures say so.
+    _, _, capped = tune_thresholds(outcomes, tiers, budget=0.02, answered_target=0.999)
+    assert not capped["answered_target_reached"]
+    assert 1.0 - capped["val_review_coverage"] == pytest.approx(0.02, abs=0.002)

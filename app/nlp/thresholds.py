@@ -150,6 +150,8 @@ BERT_CALL_COST = 0.02
 # stays far under it (15%: BERT_CALL_COST decides). `tierdesk tune --bert-budget` changes it;
 # 1.0 lifts the cap.
 BERT_BUDGET = 0.5
+# Accuracy the BERT budget may cost before it is dropped (the figures say so).
+CAPACITY_SLACK = 0.01
 # Out-of-scope questions must escalate: the operating point must escalate at least this share
 # of the held-out out-of-scope queries (when any point can).
 OOS_RECALL_MIN = 0.95
@@ -291,10 +293,15 @@ def tune_thresholds(
         feasible = escalation_col <= escalation_col.min() + 1e-9
     feasible &= oos_col >= min(OOS_RECALL_MIN, oos_col[feasible].max()) - 1e-9
     within_capacity = feasible & (share_col <= bert_budget + 1e-9)
-    capped = bool(within_capacity.any())
-    if capped:  # else complex tiers alone exceed the BERT budget: it cannot hold
-        feasible = within_capacity
     utility = accuracy_col - bert_cost * share_col
+    # The BERT budget holds unless it costs more than CAPACITY_SLACK of accuracy: a capacity
+    # plan is no reason to send answers that BERT would get right through a fast tier that
+    # gets them wrong (a plain FAQ, whose intent tier knows one title per article).
+    capped = bool(within_capacity.any()) and (
+        utility[within_capacity].max() >= utility[feasible].max() - CAPACITY_SLACK
+    )
+    if capped:  # else complex tiers alone exceed the BERT budget, or it costs too much
+        feasible = within_capacity
     best_utility = utility[feasible].max()
     near_best = feasible & (utility >= best_utility - UTILITY_TOLERANCE)
     order = np.lexsort((escalation_col, share_col, -answered_col))
@@ -309,7 +316,7 @@ def tune_thresholds(
         "val_bert_share": round(float(bert_share), 4),
         "val_oos_escalation_recall": round(float(oos_recall), 4) if oos else None,
         "best_grid_accuracy": round(float(accuracy_col[feasible].max()), 4),
-        "bert_budget_held": capped,
+        "bert_budget_held": bool(capped),
         "n_val": n,
     }
     objective = (
@@ -477,9 +484,12 @@ def review_for_target(
     ok = reaching & within
     if oos_conf is not None and oos_conf.shape[1]:
         oos_sorted = np.sort(oos_conf, axis=1)
-        escalated = np.stack(
-            [np.searchsorted(oos_sorted[r], grid - 1e-12, side="left") for r in range(rows)]
-        ) / oos_conf.shape[1]
+        escalated = (
+            np.stack(
+                [np.searchsorted(oos_sorted[r], grid - 1e-12, side="left") for r in range(rows)]
+            )
+            / oos_conf.shape[1]
+        )
         ok &= escalated >= oos_recall_min - 1e-9
     fallback = _review_within_budget(conf, allowed_escalations, grid)
     first = np.argmax(ok, axis=1)

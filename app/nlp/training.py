@@ -85,6 +85,10 @@ GENERATED_NEGATIVES = 60
 # stratified split (the encoder fine-tune needs held-out data it never saw, one pass only).
 FOLD_TEXTS_MAX = 6000
 FOLDS = 5
+# Under this many right held-out answers a route's calibrator uses only its FEW_* features.
+MIN_CORRECT_FOR_ALL_FEATURES = 30
+FEW_SIMPLE_FEATURES = ("ft_p1", "bm25_confidence")
+FEW_COMPLEX_FEATURES = ("bert_similarity", "bert_score_margin")
 # The BERT index embeds the first BERT_PASSAGES passages of each body, fewer per article when
 # the KB would exceed BERT_PASSAGE_BUDGET passages (embedding one costs ~3 ms of CPU here).
 BERT_PASSAGES = 4
@@ -693,7 +697,9 @@ def fit_models(
             bert_budget=bert_budget,
             answered_target=answered_target,
         )
-        if not ft_active:  # no intent tier: nothing takes the simple route
+        if not ft_active or figures.get("val_bert_share", 1.0) >= 1.0:
+            # No intent tier, or none of its held-out answers kept the simple route: keep it
+            # off for live queries too (FastText trained on all the data is surer of itself).
             thresholds.tau_fast = 1.0
             thresholds.margin = 1.0
         thresholds.fasttext_weight = fasttext_weight
@@ -841,18 +847,34 @@ def tiers_active(
     }
 
 
+def calibration_features(
+    full: tuple[str, ...], few: tuple[str, ...], n_correct: int
+) -> tuple[str, ...]:
+    """The full feature set, or the ``few`` most direct signals when fewer than
+    MIN_CORRECT_FOR_ALL_FEATURES held-out answers were right: a regression on nine features
+    fit to a handful of positives (a plain FAQ of a few articles) learns noise, while a higher
+    similarity and a clearer lead stay reasons to be surer on any KB."""
+    return full if n_correct >= MIN_CORRECT_FOR_ALL_FEATURES else few
+
+
 def _calibrate(routes: dict, n_in_scope: int, seed: int):
     simple_ok = routes["simple_ok"].astype(bool)
     bert_ok = routes["bert_ok"].astype(bool)
-    simple = Calibrator(SIMPLE_FEATURES).fit(routes["simple_rows"], simple_ok)
-    complex_ = Calibrator(COMPLEX_FEATURES).fit(routes["complex_rows"], bert_ok)
+    n = n_in_scope
+    simple_features_used = calibration_features(
+        SIMPLE_FEATURES, FEW_SIMPLE_FEATURES, int(simple_ok[:n].sum())
+    )
+    complex_features_used = calibration_features(
+        COMPLEX_FEATURES, FEW_COMPLEX_FEATURES, int(bert_ok[:n].sum())
+    )
+    simple = Calibrator(simple_features_used).fit(routes["simple_rows"], simple_ok)
+    complex_ = Calibrator(complex_features_used).fit(routes["complex_rows"], bert_ok)
     conf_s = _cross_fitted(
-        SIMPLE_FEATURES, routes["simple_rows"], simple_ok, CALIBRATION_FOLDS, seed
+        simple_features_used, routes["simple_rows"], simple_ok, CALIBRATION_FOLDS, seed
     )
     conf_b = _cross_fitted(
-        COMPLEX_FEATURES, routes["complex_rows"], bert_ok, CALIBRATION_FOLDS, seed
+        complex_features_used, routes["complex_rows"], bert_ok, CALIBRATION_FOLDS, seed
     )
-    n = n_in_scope
     metrics = {
         "simple_ece": round(expected_calibration_error(conf_s[:n], simple_ok[:n]), 4),
         "complex_ece": round(expected_calibration_error(conf_b[:n], bert_ok[:n]), 4),

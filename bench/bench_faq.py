@@ -1,0 +1,231 @@
+"""Benchmark: a knowledge base without intent data becomes a bot, as a new user would do it.
+
+A fresh SQLite database and models folder; the real ``tierdesk kb import`` and ``tierdesk
+train`` in child processes (no intents are loaded); then every query goes through ``POST
+/api/v1/chat`` of the app built on that database. Reports coverage (answered without a
+person), answered accuracy, automation (answered and right, over all in-scope queries), the
+out-of-scope share escalated, and what ``tierdesk train`` said about its tiers.
+
+Data sets (``--set``):
+
+- ``demo-plain``: the demo ``knowledge_base/`` as title and body only (no alternate questions,
+  no categories, no intents), asked BANKING77 TEST (``../shared/data/banking77``); an answer is
+  right when its article's category in the demo KB is the query's category; out-of-scope:
+  ``intents/out_of_scope/test.csv``.
+- ``tasklane-plain`` / ``tasklane-alternates``: ``bench/datasets/tasklane_faq`` (question and
+  answer; with 5 alternate questions per entry), asked its ``queries.csv``.
+- ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
+
+    .venv/bin/python bench/bench_faq.py [--set demo-plain] [--limit N]
+
+Writes bench/out/faq-<set>.json and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+BANKING77 = Path(
+    os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77")
+)
+DATASETS = ROOT / "bench" / "datasets"
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        return list(csv.DictReader(fh))
+
+
+def demo_plain(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    """The demo KB as slug,title,body; BANKING77 TEST keyed by the article's slug."""
+    rows, slug_of_category = [], {}
+    for path in sorted((ROOT / "knowledge_base").glob("*.md")):
+        _, front, body = path.read_text(encoding="utf-8").split("---", 2)
+        meta = yaml.safe_load(front)
+        rows.append({"slug": meta["slug"], "title": meta["title"], "body": body.strip()})
+        slug_of_category[meta["category"]] = meta["slug"]
+    kb = work / "kb.csv"
+    with kb.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, ["slug", "title", "body"])
+        writer.writeheader()
+        writer.writerows(rows)
+    queries = [
+        (r["text"], slug_of_category[r["category"]])
+        for r in _read_csv(BANKING77 / "test.csv")
+        if r["category"] in slug_of_category
+    ]
+    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
+    return (
+        kb,
+        queries,
+        oos,
+        {"kb": "knowledge_base/ as slug,title,body", "queries": "BANKING77 test"},
+    )
+
+
+def tasklane(work: Path, alternates: bool) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    folder = DATASETS / "tasklane_faq"
+    kb = folder / ("faq_alternates.csv" if alternates else "faq.csv")
+    queries = [(r["text"], r["question"]) for r in _read_csv(folder / "queries.csv")]
+    oos = [r["text"] for r in _read_csv(folder / "out_of_scope.csv")]
+    return kb, queries, oos, {"kb": str(kb.relative_to(ROOT)), "queries": "queries.csv"}
+
+
+def chitchat(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    folder = DATASETS / "chitchat_qna"
+    queries = [(r["text"], r["question"]) for r in _read_csv(folder / "queries.csv")]
+    return folder / "chitchat.tsv", queries, [], {"kb": "chitchat.tsv", "queries": "queries.csv"}
+
+
+SETS = {
+    "demo-plain": demo_plain,
+    "tasklane-plain": lambda w: tasklane(w, False),
+    "tasklane-alternates": lambda w: tasklane(w, True),
+    "chitchat": chitchat,
+}
+
+
+def _tierdesk(env: dict, *args: str) -> str:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "tierdesk"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode:
+        sys.exit(f"tierdesk {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout + result.stderr
+
+
+def _lookup(db_url: str) -> dict[str, str]:
+    from sqlalchemy import select
+
+    from app.db import session_scope
+    from app.models import Article
+
+    lookup: dict[str, str] = {}
+    with session_scope(db_url) as session:
+        for article in session.scalars(select(Article)):
+            for text in [article.slug, article.title, *(article.questions or [])]:
+                lookup.setdefault(text, article.slug)
+    return lookup
+
+
+def run(name: str, limit: int | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="tierdesk-faq-") as tmp:
+        work = Path(tmp)
+        kb, queries, oos, described = SETS[name](work)
+        if limit:
+            queries, oos = queries[:limit], oos[:limit]
+        db_url = f"sqlite:///{work / 'faq.db'}"
+        env = {
+            **os.environ,
+            "DATABASE_URL": db_url,
+            "TIERDESK_MODELS_DIR": str(work / "models"),
+            "TIERDESK_VAR_DIR": str(work / "var"),
+            "TIERDESK_INTENTS_DIR": str(work / "no-intents"),
+            "SECRET_KEY": "bench",
+        }
+        _tierdesk(env, "db", "upgrade")
+        imported = _tierdesk(env, "kb", "import", str(kb))
+        started = time.perf_counter()
+        trained = _tierdesk(env, "train", "--quiet")
+        train_seconds = time.perf_counter() - started
+
+        from app import create_app
+
+        app = create_app(
+            {
+                "SQLALCHEMY_DATABASE_URI": db_url,
+                "MODELS_DIR": work / "models",
+                "VAR_DIR": work / "var",
+                "INTENTS_DIR": work / "no-intents",
+                "RATE_LIMIT": "off",
+                "SECRET_KEY": "bench",
+                "LOAD_MODELS": True,
+                "ANSWER_CACHE_SIZE": 0,
+            }
+        )
+        lookup = _lookup(db_url)
+        client = app.test_client()
+        answered = right = 0
+        unknown = 0
+        for text, key in queries:
+            expected = lookup.get(key)
+            if expected is None:
+                unknown += 1
+                continue
+            body = client.post("/api/v1/chat", json={"message": text}).get_json()
+            if body.get("status") == "answered" and body.get("answer"):
+                answered += 1
+                right += body["answer"]["article"]["slug"] == expected
+        oos_escalated = 0
+        for text in oos:
+            body = client.post("/api/v1/chat", json={"message": text}).get_json()
+            oos_escalated += body.get("status") != "answered"
+        manifest = json.loads(
+            (next((work / "models" / "versions").iterdir()) / "manifest.json").read_text()
+        )
+    n = len(queries) - unknown
+    return {
+        "set": name,
+        **described,
+        "queries": n,
+        "queries_without_article": unknown,
+        "coverage": round(answered / max(n, 1), 4),
+        "answered_accuracy": round(right / max(answered, 1), 4),
+        "automation": round(right / max(n, 1), 4),
+        "oos_queries": len(oos),
+        "oos_escalated": round(oos_escalated / max(len(oos), 1), 4) if oos else None,
+        "train_seconds": round(train_seconds, 1),
+        "import": imported.strip().splitlines()[-1],
+        "tiers_active": manifest.get("tiers_active"),
+        "held_out": manifest.get("metrics", {}).get("held_out"),
+        "train_output": trained.strip().splitlines(),
+    }
+
+
+def table(results: list[dict]) -> str:
+    lines = [
+        "| data set | queries | coverage | answered acc. | automation | out-of-scope escalated "
+        "| train s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        oos = f"{r['oos_escalated']:.2%} of {r['oos_queries']}" if r["oos_queries"] else "-"
+        lines.append(
+            f"| {r['set']} | {r['queries']} | {r['coverage']:.2%} | {r['answered_accuracy']:.2%} "
+            f"| {r['automation']:.2%} | {oos} | {r['train_seconds']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", dest="sets", action="append", choices=sorted(SETS))
+    parser.add_argument("--limit", type=int, default=None, help="first N queries (smoke runs)")
+    args = parser.parse_args()
+    results = []
+    for name in args.sets or ["demo-plain"]:
+        result = run(name, args.limit)
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / f"faq-{name}.json").write_text(json.dumps(result, indent=2))
+        results.append(result)
+        print("\n".join(result["train_output"]), file=sys.stderr)
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

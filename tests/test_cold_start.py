@@ -1,0 +1,172 @@
+"""A knowledge base without intent data becomes a bot: plain FAQs, one-example intents, long
+articles, and the held-out plan that makes it possible (app/nlp/training.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+from app.nlp.passages import plain_text, split_passages
+from app.nlp.training import (
+    FOLD_TEXTS_MAX,
+    HELD_OUT_MAX,
+    KbArticle,
+    TrainingData,
+    bm25_docs,
+    fit_models,
+    held_out_folds,
+    kb_entries,
+    with_examples_as_questions,
+)
+
+PLAIN_FAQ = (
+    "title,body\n"
+    '"How do I reset my password?","Open Settings, choose Security and tap Reset password. '
+    'We e-mail you a link that works for 24 hours."\n'
+    '"How do I cancel my subscription?","Go to Billing and choose Cancel plan. Your workspace '
+    'stays active until the end of the period you paid for."\n'
+    '"Can I export my data?","Yes. Admins export every project as CSV or JSON from Settings, '
+    'Data export."\n'
+)
+
+
+def test_folds_hold_every_text_out_once_even_single_example_intents():
+    labels = ["a", "b", "c", "c", "d"]
+    mode, folds = held_out_folds(labels, val_fraction=0.15, seed=0)
+    assert mode == "folds"
+    held = sorted(i for _, h in folds for i in h)
+    assert held == list(range(len(labels)))  # every text once, one-example intents included
+    for fit, h in folds:
+        assert not set(fit) & set(h) and sorted([*fit, *h]) == list(range(len(labels)))
+
+
+def test_a_large_kb_of_one_text_intents_still_gets_held_out_queries():
+    labels = [f"article-{i}" for i in range(FOLD_TEXTS_MAX + 500)]
+    mode, [(fit, held)] = held_out_folds(labels, val_fraction=0.15, seed=0)
+    assert mode == "split"
+    assert 0 < len(held) <= HELD_OUT_MAX and len(fit) + len(held) == len(labels)
+
+
+def test_held_out_titles_and_questions_leave_both_indexes():
+    article = KbArticle("reset", "Reset a password", ["Forgot my password"], "Tap Reset.", "reset")
+    [doc] = bm25_docs([article], {"Reset a password"})
+    assert doc.title == "" and doc.questions == ["Forgot my password"]
+    [entry] = kb_entries([article], {"Forgot my password", "Reset a password"})
+    assert entry.indexed_texts(passages=False) == []  # only the body can find it now
+    assert entry.passages == ["Tap Reset."]
+
+
+def test_taught_examples_become_questions_of_the_intents_only_article():
+    articles = [
+        KbArticle("a1", "Card arrival", [], "", "card_arrival"),
+        KbArticle("b1", "Fees one", [], "", "fees"),
+        KbArticle("b2", "Fees two", [], "", "fees"),
+    ]
+    out = with_examples_as_questions(
+        articles, ["where is my card", "why a fee"], ["card_arrival", "fees"]
+    )
+    assert out[0].questions == ["where is my card"]
+    assert out[1].questions == [] and out[2].questions == []  # two articles: not attributable
+
+
+def test_long_bodies_become_passages_and_markup_is_dropped():
+    paragraphs = [" ".join(f"word{p}x{i}" for i in range(30)) + "." for p in range(5)]
+    body = "# Heading\n\n" + "\n\n".join(paragraphs)
+    passages = split_passages(body, max_words=40)
+    assert len(passages) >= 4
+    assert all(len(p.split()) <= 40 for p in passages)
+    assert "word4x7" in passages[-1] and "#" not in " ".join(passages)
+    assert plain_text("<p>Hi <b>there</b></p><script>x()</script>").split() == ["Hi", "there"]
+
+
+def test_bm25_finds_an_answer_in_the_fifth_paragraph():
+    from app.nlp.bm25 import BM25Retriever
+
+    filler = "\n\n".join(
+        "General information about accounts, statements and the mobile app, " * 3 for _ in range(4)
+    )
+    long_article = KbArticle(
+        "account-guide",
+        "Your account guide",
+        [],
+        filler + "\n\nTo close a dormant savings pot, tap the pot and choose Close.",
+        "account-guide",
+    )
+    other = KbArticle(
+        "savings", "Savings pots", [], "Savings pots earn interest monthly on the balance.", "s"
+    )
+    bm25 = BM25Retriever(bm25_docs([long_article, other]))
+    top = bm25.run("how do I close a dormant pot", k=2).candidates[0]
+    assert top.slug == "account-guide"
+
+
+@pytest.mark.slow
+def test_bert_finds_an_answer_in_the_fifth_paragraph():
+    from app.nlp.bert import BertTier
+
+    filler = "\n\n".join(
+        "General information about accounts, statements and the mobile app. " * 3 for _ in range(4)
+    )
+    articles = [
+        KbArticle(
+            "account-guide",
+            "Your account guide",
+            [],
+            filler + "\n\nYou can lock a lost debit card instantly in the app under Card settings.",
+            "account-guide",
+        ),
+        KbArticle("rates", "Interest rates", [], "Savings earn 2% a year.", "rates"),
+        KbArticle("fees", "Monthly fees", [], "The standard account is free.", "fees"),
+    ]
+    bert = BertTier.train(
+        [a.title for a in articles], [a.slug for a in articles], kb_entries(articles),
+        progress=False,
+    )  # fmt: skip
+    assert not bert.has_head  # one example per intent: KB matching alone
+    result = bert.run("I lost my card, how do I lock it?", k=3)
+    assert result.candidates[0].slug == "account-guide"
+    assert result.intents[0][0] == "account-guide"  # intents come from the candidates
+
+
+@pytest.mark.slow
+def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
+    faq = tmp_path / "faq.csv"
+    faq.write_text(PLAIN_FAQ, encoding="utf-8")
+    app = make_app(INTENTS_DIR=tmp_path / "no-intents")
+    runner = app.test_cli_runner()
+    result = runner.invoke(main, ["kb", "import", str(faq)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["train", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "tiers:" in result.output and "bert: on" in result.output
+    manifest_path = next((tmp_path / "models" / "versions").iterdir()) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["tiers_active"]["bert"]["active"] is True
+    assert manifest["metrics"]["held_out"]["mode"] == "folds"
+    assert manifest["metrics"]["held_out"]["queries"] == 3
+
+    served = make_app(INTENTS_DIR=tmp_path / "no-intents", LOAD_MODELS=True)
+    client = served.test_client()
+    body = client.post("/api/v1/chat", json={"message": "How do I reset my password?"}).get_json()
+    assert body["status"] == "answered", body
+    assert body["answer"]["article"]["slug"] == "how-do-i-reset-my-password"
+    nonsense = client.post("/api/v1/chat", json={"message": "qwpoeiru zxmcnv"}).get_json()
+    assert nonsense["status"] != "answered"
+
+
+@pytest.mark.slow
+def test_single_example_intents_train_beside_rich_ones():
+    rich = [f"how do i top up my account with {w}" for w in ("cash", "card", "apple pay", "bank")]
+    texts = [*rich, "Lost or stolen card", "Exchange rates abroad"]
+    labels = ["top_up"] * 4 + ["lost_card", "exchange_rate"]
+    articles = [
+        KbArticle("top-up", "Topping up", [], "Top up from a card or a bank transfer.", "top_up"),
+        KbArticle("lost", "Lost or stolen card", [], "Freeze the card in the app.", "lost_card"),
+        KbArticle("fx", "Exchange rates abroad", [], "We use the daily rate.", "exchange_rate"),
+    ]
+    trained = fit_models(TrainingData(texts, labels, articles), progress=False)
+    assert trained.metrics["held_out"]["queries"] == len(texts)
+    assert set(trained.tiers["effective"]) == set(labels)
+    assert trained.thresholds.provenance["held_out"] == "folds"
