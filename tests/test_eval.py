@@ -11,7 +11,15 @@ from fixtures_nlp import TINY_INTENTS
 from app.cli import main
 from app.nlp.evaluation import risk_coverage
 
-STRATEGY_KEYS = {"accuracy", "coverage", "answered_accuracy", "bert_share", "latency_ms"}
+STRATEGY_KEYS = {
+    "accuracy",
+    "coverage",
+    "answered_accuracy",
+    "bert_share",
+    "latency_ms",
+    "escalations",
+    "coverage_at_target",
+}
 
 
 def _write(path, rows):
@@ -116,3 +124,20 @@ def test_risk_coverage_answers_the_most_confident_first():
     assert [round(c, 2) for c, _ in curve] == [0.25, 0.5, 0.75, 1.0]
     assert curve[1][1] == 0.0  # the two most confident are right
     assert curve[2][1] == pytest.approx(1 / 3)
+
+
+def test_coverage_at_target_and_fast_against_bert():
+    from app.nlp.evaluation import coverage_at, fast_against_bert
+
+    conf = [0.9, 0.8, 0.7, 0.6]
+    assert coverage_at(conf, [True, True, False, True], 0.985) == 0.5
+    assert coverage_at(conf, [False, True, True, True], 0.985) == 0.0
+    rows = fast_against_bert(
+        {"conf": conf, "ok": [True, True, False, False]},
+        {"conf": [0.0] * 4, "ok": [True, False, True, True]},
+        shares=(0.5, 1.0),
+    )
+    assert rows == [
+        {"share": 0.5, "fast_accuracy": 1.0, "bert_accuracy": 0.5},
+        {"share": 1.0, "fast_accuracy": 0.5, "bert_accuracy": 0.75},
+    ]

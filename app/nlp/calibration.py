@@ -20,6 +20,11 @@ import numpy as np
 from app.nlp.types import TierResult
 
 EPS = 1e-4
+# Standardisation guards: a feature that barely varies on held-out data (FastText's top-1 when
+# it never saw the held-out intents) must not turn a small change at serving time into a huge
+# z-score, so scales have a floor and standardised values are clipped.
+MIN_SCALE = 0.05
+MAX_Z = 5.0
 
 SIMPLE_FEATURES = (
     "ft_p1",
@@ -169,9 +174,9 @@ class Calibrator:
         x = self._matrix(rows)
         mean = x.mean(axis=0)
         scale = x.std(axis=0)
-        scale[scale < 1e-9] = 1.0
+        scale = np.maximum(scale, MIN_SCALE)
         model = LogisticRegression(C=c, max_iter=2000)
-        model.fit((x - mean) / scale, y, sample_weight=weights)
+        model.fit(np.clip((x - mean) / scale, -MAX_Z, MAX_Z), y, sample_weight=weights)
         self.coef = [float(v) for v in model.coef_[0]]
         self.intercept = float(model.intercept_[0])
         self.mean = [float(v) for v in mean]
@@ -184,7 +189,8 @@ class Calibrator:
             return np.full(len(rows), self.base_rate)
         if not rows:
             return np.zeros(0)
-        z = ((self._matrix(rows) - self.mean) / self.scale) @ np.asarray(self.coef) + self.intercept
+        standard = np.clip((self._matrix(rows) - self.mean) / self.scale, -MAX_Z, MAX_Z)
+        z = standard @ np.asarray(self.coef) + self.intercept
         return 1.0 / (1.0 + np.exp(-z))
 
     def predict(self, row: dict[str, float]) -> float:
@@ -194,7 +200,7 @@ class Calibrator:
         for name, coef, mean, scale in zip(
             self.features, self.coef, self.mean, self.scale, strict=True
         ):
-            z += coef * (row[name] - mean) / scale
+            z += coef * min(MAX_Z, max(-MAX_Z, (row[name] - mean) / scale))
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
     def to_dict(self) -> dict:

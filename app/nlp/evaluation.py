@@ -241,6 +241,8 @@ def _run_strategies(
             r["conf"].append(decision.confidence)
             r["spare"].append(decision.escalation_reason == "spare_capacity")
     results = {name: _summary(r, r["answered"]) for name, r in raw.items()}
+    for name, r in raw.items():
+        results[name]["coverage_at_target"] = coverage_at(r["conf"], r["ok"], ANSWERED_TARGET)
     hybrid = raw["hybrid"]
     review = raw["hybrid_review"]
     # The same run with exactly the tuned tau_review: spare-capacity escalations answered.
@@ -258,8 +260,37 @@ def _run_strategies(
         "risk_coverage_hybrid": risk_coverage(hybrid["conf"], hybrid["ok"]),
         "hybrid_review_tuned": {k: tuned[k] for k in ("coverage", "answered_accuracy")},
         "spare_escalations": int(np.sum(review["spare"])),
+        "fast_confident_vs_bert": fast_against_bert(raw["fast"], raw["bert"]),
     }
     return results, details
+
+
+def coverage_at(confidence: Sequence[float], correct: Sequence[bool], target: float) -> float:
+    """The largest share of queries that can be answered, most confident first, with answered
+    accuracy at least ``target`` (0 when not even the surest answer reaches it)."""
+    curve = risk_coverage(confidence, correct)
+    reached = [c for c, risk in curve if 1.0 - risk >= target - 1e-12]
+    return round(max(reached), 4) if reached else 0.0
+
+
+def fast_against_bert(fast: dict, bert: dict, shares=(0.1, 0.25, 0.5, 0.75, 1.0)) -> list[dict]:
+    """Accuracy of the fast tier's most confident X% of queries against BERT's on the same
+    queries: where they are equal, the router has no reason to send those queries to BERT."""
+    conf = np.asarray(fast["conf"], dtype=float)
+    order = np.argsort(-conf, kind="stable")
+    fast_ok = np.asarray(fast["ok"], dtype=bool)[order]
+    bert_ok = np.asarray(bert["ok"], dtype=bool)[order]
+    rows = []
+    for share in shares:
+        k = max(1, int(round(share * len(order))))
+        rows.append(
+            {
+                "share": share,
+                "fast_accuracy": round(float(fast_ok[:k].mean()), 4),
+                "bert_accuracy": round(float(bert_ok[:k].mean()), 4),
+            }
+        )
+    return rows
 
 
 def _summary(r: dict, answered: Sequence[bool]) -> dict:
@@ -267,7 +298,9 @@ def _summary(r: dict, answered: Sequence[bool]) -> dict:
     answered = np.asarray(answered, dtype=bool)
     n = max(len(ok), 1)
     return {
+        # answered and right over all queries: the automation rate when escalation is on
         "accuracy": round(float((ok & answered).sum() / n), 4),
+        "escalations": int((~answered).sum()),
         "coverage": round(float(answered.mean()) if len(ok) else 0.0, 4),
         "answered_accuracy": round(float((ok & answered).sum() / max(answered.sum(), 1)), 4),
         "bert_share": round(float(np.mean(r["bert"])) if len(ok) else 0.0, 4),
@@ -312,6 +345,13 @@ def plot(report: dict, curve: Sequence[tuple[float, float]], out: str | Path) ->
     right.axhline(
         (1 - ANSWERED_TARGET) * 100, color="grey", linestyle=":", label="answered-accuracy target"
     )
+    if review and review.get("coverage_at_target"):
+        right.axvline(
+            review["coverage_at_target"] * 100,
+            color="green",
+            linestyle="--",
+            label="most coverage at the target",
+        )
     right.set_xlabel("coverage (% answered, most confident first)")
     right.set_ylabel("risk (% of answered that are wrong)")
     right.set_title("Router risk-coverage")
@@ -325,15 +365,16 @@ def plot(report: dict, curve: Sequence[tuple[float, float]], out: str | Path) ->
 
 def format_table(report: dict) -> str:
     lines = [
-        "| strategy | accuracy | coverage | answered acc. | BERT share | mean ms | p50 ms "
-        "| p99 ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| strategy | automation | coverage | answered acc. | escalations | coverage at "
+        f"{ANSWERED_TARGET:.1%} | BERT share | mean ms | p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in report["strategies"].items():
         lat = s["latency_ms"]
         lines.append(
             f"| {name} | {s['accuracy']:.2%} | {s['coverage']:.2%} | "
-            f"{s['answered_accuracy']:.2%} | {s['bert_share']:.2%} | {lat['mean']:.2f} "
+            f"{s['answered_accuracy']:.2%} | {s.get('escalations', 0)} | "
+            f"{s.get('coverage_at_target', 0):.2%} | {s['bert_share']:.2%} | {lat['mean']:.2f} "
             f"| {lat['p50']:.2f} | {lat['p99']:.2f} |"
         )
     if "oos" in report:
@@ -341,5 +382,12 @@ def format_table(report: dict) -> str:
             f"\nOut-of-scope escalation recall: {report['oos']['escalation_recall']:.2%} "
             f"of {report['oos']['n']}"
         )
+    compared = (report.get("_details") or {}).get("fast_confident_vs_bert")
+    if compared:
+        pairs = ", ".join(
+            f"{row['share']:.0%}: {row['fast_accuracy']:.2%} / {row['bert_accuracy']:.2%}"
+            for row in compared
+        )
+        lines.append(f"\nFastText's most confident X% of queries, fast / bert accuracy: {pairs}")
     lines.append(f"\nTest queries: {report['n_test']}; training: {report['train_seconds']:.0f} s")
     return "\n".join(lines)

@@ -683,7 +683,10 @@ def fit_models(
         ]
         routes, n_val = _in_scope_first(parts, [f.n_val for f in fold_models])
         val_labels_all = [lab for f in fold_models for lab in f.truth[: f.n_val]]
-        calibration, outcomes, cal_metrics = _calibrate(routes, n_val, seed)
+        from app.nlp.bert import HEAD_MIN_EXAMPLES
+
+        thin = float(np.median(list(Counter(data.labels).values()))) < HEAD_MIN_EXAMPLES
+        calibration, outcomes, cal_metrics = _calibrate(routes, n_val, seed, thin)
         per_label = label_scores(routes["ft_top"][:n_val], val_labels_all) if ft_active else {}
         tier_maps = {
             f: effective_tiers(derive_tiers(per_label, f, labels_all), data.declared_tiers)
@@ -857,7 +860,11 @@ def calibration_features(
     return full if n_correct >= MIN_CORRECT_FOR_ALL_FEATURES else few
 
 
-def _calibrate(routes: dict, n_in_scope: int, seed: int):
+def _calibrate(routes: dict, n_in_scope: int, seed: int, thin: bool = False):
+    """The two calibrators and the cross-fitted held-out confidences. ``thin``: intents have
+    too few examples for FastText or a head to know a held-out query's intent, so their
+    signals mean something else on held-out queries than live; the BERT route then uses only
+    the KB-matching signals."""
     simple_ok = routes["simple_ok"].astype(bool)
     bert_ok = routes["bert_ok"].astype(bool)
     n = n_in_scope
@@ -865,7 +872,7 @@ def _calibrate(routes: dict, n_in_scope: int, seed: int):
         SIMPLE_FEATURES, FEW_SIMPLE_FEATURES, int(simple_ok[:n].sum())
     )
     complex_features_used = calibration_features(
-        COMPLEX_FEATURES, FEW_COMPLEX_FEATURES, int(bert_ok[:n].sum())
+        COMPLEX_FEATURES, FEW_COMPLEX_FEATURES, 0 if thin else int(bert_ok[:n].sum())
     )
     simple = Calibrator(simple_features_used).fit(routes["simple_rows"], simple_ok)
     complex_ = Calibrator(complex_features_used).fit(routes["complex_rows"], bert_ok)
