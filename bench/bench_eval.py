@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 DATA = Path(os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77"))
 OUT = ROOT / "bench" / "out"
-BENCH_BUDGET = 0.15
 
 TARGETS = (
     ("bert accuracy >= 93.5%", lambda r, d: r["strategies"]["bert"]["accuracy"] >= 0.935),
@@ -42,15 +41,22 @@ TARGETS = (
         ),
     ),
     (
-        "hybrid_review answered accuracy >= 98.5% at coverage >= 85%",
+        "hybrid within 0.3 pt of bert with BERT on <= 40%",
         lambda r, d: (
-            r["strategies"]["hybrid_review"]["answered_accuracy"] >= 0.985
-            and r["strategies"]["hybrid_review"]["coverage"] >= 0.85
+            r["strategies"]["hybrid"]["accuracy"] >= r["strategies"]["bert"]["accuracy"] - 0.003
+            and r["strategies"]["hybrid"]["bert_share"] <= 0.40
         ),
     ),
     (
-        "out-of-scope escalated >= 90%",
-        lambda r, d: r.get("oos", {}).get("escalation_recall", 0) >= 0.9,
+        "hybrid_review automation >= 88% at answered accuracy >= 98.5%",
+        lambda r, d: (
+            r["strategies"]["hybrid_review"]["answered_accuracy"] >= 0.985
+            and r["strategies"]["hybrid_review"]["accuracy"] >= 0.88
+        ),
+    ),
+    (
+        "out-of-scope escalated >= 95%",
+        lambda r, d: r.get("oos", {}).get("escalation_recall", 0) >= 0.95,
     ),
     (
         "simple route p50 <= 1 ms",
@@ -67,9 +73,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit-categories", type=int, default=None)
     parser.add_argument("--questions-per-article", type=int, default=None)
-    # The targets judge hybrid_review at >= 85% coverage, so the benchmark's operating point
-    # allows 15% escalation (the product's own default, for `tierdesk train`, is 10%).
-    parser.add_argument("--budget", type=float, default=BENCH_BUDGET)
+    # A ceiling on escalations; the product's default has none (the answered target decides).
+    parser.add_argument("--budget", type=float, default=1.0)
     parser.add_argument("--name", default="eval", help="output file stem under bench/out")
     parser.add_argument(
         "--fine-tune-epochs",
@@ -78,9 +83,9 @@ def main() -> None:
         help="BERT encoder fine-tuning epochs [default: the product's, 0: frozen encoder]",
     )
     parser.add_argument(
-        "--no-spare-review",
+        "--spare-review",
         action="store_true",
-        help="hybrid_review with exactly the tuned tau_review (no spare-capacity reviews)",
+        help="hybrid_review with spare review capacity under the --budget ceiling (opt-in)",
     )
     args = parser.parse_args()
 
@@ -102,7 +107,7 @@ def main() -> None:
         # One intra-op thread for the queries: per-query latency on a shared 2-core machine is
         # steadier and no slower than two threads fighting other processes.
         query_threads=1,
-        spare_review=not args.no_spare_review,
+        spare_review=args.spare_review and args.budget < 1.0,
         **({} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}),
     )
     details = report.pop("_details")

@@ -76,7 +76,11 @@ def train_command(quiet: bool) -> None:
     type=click.Path(dir_okay=False),
     help="CSV text,category to choose thresholds on.",
 )
-@_share_option("--budget", DEFAULTS.budget, "Maximum share of queries escalated.")
+@_share_option(
+    "--budget",
+    DEFAULTS.budget,
+    "Ceiling on the share of queries escalated (1: none; the answered target decides).",
+)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False),
@@ -179,11 +183,15 @@ def tune_command(
     default=None,
     help="Alternate questions per KB article [default: all training texts].",
 )
-@_share_option("--budget", DEFAULTS.budget, "Maximum share of queries escalated.")
+@_share_option(
+    "--budget",
+    DEFAULTS.budget,
+    "Ceiling on the share of queries escalated (1: none; the answered target decides).",
+)
 @click.option(
-    "--no-spare-review",
+    "--spare-review",
     is_flag=True,
-    help="hybrid_review with exactly the tuned tau_review: no reviews of spare capacity.",
+    help="hybrid_review with spare review capacity under a --budget ceiling (opt-in).",
 )
 @click.option("--quiet", is_flag=True)
 def eval_command(
@@ -195,7 +203,7 @@ def eval_command(
     limit_categories,
     questions_per_article,
     budget,
-    no_spare_review,
+    spare_review,
     quiet,
 ) -> None:
     """Train on TRAIN only in a temporary workspace and answer TEST with four strategies."""
@@ -214,7 +222,7 @@ def eval_command(
             bert_path=current_app.config.get("BERT_PATH"),
             progress=not quiet,
             fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),
-            spare_review=not no_spare_review,
+            spare_review=spare_review and budget < 1.0,
         )
     except TrainingError as exc:
         _fail(str(exc))

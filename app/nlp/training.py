@@ -89,11 +89,12 @@ FOLDS = 5
 MIN_CORRECT_FOR_ALL_FEATURES = 30
 FEW_SIMPLE_FEATURES = ("ft_p1", "bm25_confidence")
 FEW_COMPLEX_FEATURES = ("bert_similarity", "bert_score_margin")
-# The BERT index embeds the first BERT_PASSAGES passages of each body, fewer per article when
-# the KB would exceed BERT_PASSAGE_BUDGET passages (embedding one costs ~3 ms of CPU here).
+# The BERT index embeds the first BERT_PASSAGES passages of each body, fewer per article (down
+# to the first one) when the KB would exceed BERT_PASSAGE_BUDGET passages: embedding a passage
+# costs about 3 ms of CPU, a title under 1 ms.
 BERT_PASSAGES = 4
 BERT_PASSAGE_BUDGET = 40_000
-# A split holds out at most this many one-text intents (a large KB without intent data).
+# A split holds out at most this many texts (a large KB: more would only cost time).
 HELD_OUT_MAX = 3000
 # Beyond this many intents FastText is not trained (a softmax over 100,000 one-example
 # articles costs minutes and learns nothing the KB matching does not know).
@@ -304,8 +305,9 @@ def bm25_docs(articles: Sequence[KbArticle], drop: set[str] | None = None):
 
 
 def bert_passage_limit(articles: Sequence[KbArticle]) -> int:
-    """Passages per article the BERT index embeds: up to BERT_PASSAGES, fewer when the KB's
-    bodies would exceed BERT_PASSAGE_BUDGET passages in all (BM25 indexes every passage)."""
+    """Passages per article the BERT index embeds: up to BERT_PASSAGES, fewer (at least the
+    first) when the bodies would exceed BERT_PASSAGE_BUDGET passages in all (BM25 indexes every
+    passage)."""
     counts = [len(split_passages(a.body)) for a in articles]
     limit = BERT_PASSAGES
     while limit > 1 and sum(min(c, limit) for c in counts) > BERT_PASSAGE_BUDGET:
@@ -512,14 +514,19 @@ def held_out_folds(
     """How held-out signal is made: ``("split", [(fit, held)])`` or ``("folds", [...])``.
 
     With at least FOLD_TEXTS_MAX labelled texts, one stratified split (``val_fraction`` of each
-    intent held out; intents with a single text are sampled too, so a KB without intent data
-    still has held-out queries, at most HELD_OUT_MAX in all). With fewer, FOLDS folds: every
+    intent held out, at most HELD_OUT_MAX in all; intents with a single text are sampled too,
+    so a KB without intent data still has held-out queries). With fewer, FOLDS folds: every
     text is a held-out query once, against models and indexes that never saw it (a plain FAQ
     of 40 titles gives 40 held-out queries, not 6).
     """
     n = len(labels)
     if n >= FOLD_TEXTS_MAX:
         fit, held = stratified_split(labels, val_fraction, seed)
+        if len(held) > HELD_OUT_MAX:  # a large KB: a sample is enough to tune on
+            rng = random.Random(seed)
+            keep = set(rng.sample(held, HELD_OUT_MAX))
+            fit = sorted([*fit, *(i for i in held if i not in keep)])
+            held = sorted(keep)
         counts = Counter(labels)
         singles = [i for i in fit if counts[labels[i]] == 1]
         room = max(0, HELD_OUT_MAX - len(held))
