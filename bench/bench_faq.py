@@ -1,7 +1,9 @@
 """Benchmark: a knowledge base without intent data becomes a bot, as a new user would do it.
 
 A fresh SQLite database and models folder; the real ``tierdesk kb import`` and ``tierdesk
-train`` in child processes (no intents are loaded); then every query goes through ``POST
+train`` in child processes (no intents or examples are loaded: the default intents folder only
+gives training its out-of-scope negatives, ``intents/out_of_scope/dev.csv``, as it does for
+every user); then every query goes through ``POST
 /api/v1/chat`` of the app built on that database. Reports coverage (answered without a
 person), answered accuracy, automation (answered and right, over all in-scope queries), the
 out-of-scope share escalated, and what ``tierdesk train`` said about its tiers.
@@ -135,7 +137,6 @@ def run(name: str, limit: int | None) -> dict:
             "DATABASE_URL": db_url,
             "TIERDESK_MODELS_DIR": str(work / "models"),
             "TIERDESK_VAR_DIR": str(work / "var"),
-            "TIERDESK_INTENTS_DIR": str(work / "no-intents"),
             "SECRET_KEY": "bench",
         }
         _tierdesk(env, "db", "upgrade")
@@ -151,7 +152,6 @@ def run(name: str, limit: int | None) -> dict:
                 "SQLALCHEMY_DATABASE_URI": db_url,
                 "MODELS_DIR": work / "models",
                 "VAR_DIR": work / "var",
-                "INTENTS_DIR": work / "no-intents",
                 "RATE_LIMIT": "off",
                 "SECRET_KEY": "bench",
                 "LOAD_MODELS": True,

@@ -44,13 +44,16 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _article(n: int, rng: random.Random) -> dict:
+    """A title naming a task, and a body whose first sentence says how (so a held-out title
+    can be found through the body, as in a real help centre)."""
     paragraphs = [
         " ".join(_sentence(rng) for _ in range(rng.randint(2, 4))) for _ in range(rng.randint(1, 3))
     ]
-    topic = " ".join(rng.sample(TOPICS, 2))
+    verb, topic = rng.choice(VERBS), " ".join(rng.sample(TOPICS, 2))
+    paragraphs[0] = f"To {verb} a {topic}, open its settings. " + paragraphs[0]
     return {
         "slug": f"article-{n}",
-        "title": f"How do I {rng.choice(VERBS)} a {topic} ({n})?",
+        "title": f"How do I {verb} a {topic} ({n})?",
         "body": "\n\n".join(paragraphs),
     }
 
