@@ -150,7 +150,8 @@ BERT_CALL_COST = 0.02
 # stays far under it (15%: BERT_CALL_COST decides). `tierdesk tune --bert-budget` changes it;
 # 1.0 lifts the cap.
 BERT_BUDGET = 0.5
-# Accuracy the BERT budget may cost before it is dropped (the figures say so).
+# Accuracy (routing), or coverage at the answered target (checks of fast answers), the BERT
+# budget may cost before it is dropped (the figures say so).
 CAPACITY_SLACK = 0.01
 # Out-of-scope questions must escalate: the operating point must escalate at least this share
 # of the held-out out-of-scope queries (when any point can).
@@ -421,12 +422,18 @@ def _choose_verify(
         oos_recall = (oos_conf < tau_review[:, None]).mean(axis=1)
     else:
         oos_recall = np.ones(len(grid))
-    feasible = (
-        (1.0 - coverage <= budget + 1e-9)
-        & (oos_recall >= min(OOS_RECALL_MIN, oos_recall[0]) - 1e-9)
-        & (share <= max(bert_budget, share[0]) + 1e-9)
+    allowed = (1.0 - coverage <= budget + 1e-9) & (
+        oos_recall >= min(OOS_RECALL_MIN, oos_recall[0]) - 1e-9
     )
-    feasible[0] = True  # no verification is always allowed
+    allowed[0] = True  # no verification is always allowed
+    within = allowed & (share <= max(bert_budget, share[0]) + 1e-9)
+    within[0] = True
+    # The BERT budget gives way when it would cost more than CAPACITY_SLACK of coverage at the
+    # target: a review costs a person minutes, a BERT check a few milliseconds of CPU.
+    best_free = coverage[allowed & reached].max() if (allowed & reached).any() else 0.0
+    best_within = coverage[within & reached].max() if (within & reached).any() else 0.0
+    capacity_held = best_free - best_within <= CAPACITY_SLACK + 1e-12
+    feasible = within if capacity_held else allowed
     reaching = np.flatnonzero(feasible & reached)
     if len(reaching):
         # The target is met: the fewest reviews (highest coverage), then the fewest BERT checks.
@@ -445,6 +452,7 @@ def _choose_verify(
         if oos_eligible is not None
         else None,
         "answered_target_reached": bool(len(reaching)),
+        "review_bert_budget_held": bool(capacity_held),
         "answered_target": answered_target,
     }
     return float(grid[i]), float(tau_review[i]), figures
