@@ -198,7 +198,7 @@ def _confident_mistakes(n=2000, seed=3):
     )
 
 
-def test_answered_target_buys_bert_checks_of_fast_answers():
+def test_answered_target_buys_bert_checks_of_fast_answers(monkeypatch):
     outcomes = _confident_mistakes()
     tiers = {0.0: {"a": "simple"}}
     plain, _, plain_figures = tune_thresholds(outcomes, tiers, budget=0.10, answered_target=0.0)
@@ -210,8 +210,8 @@ def test_answered_target_buys_bert_checks_of_fast_answers():
     accuracy = figures["val_review_answered_accuracy"]
     answered = figures["val_review_coverage"] * len(outcomes.ft_p1)
     assert accuracy - np.sqrt(accuracy * (1 - accuracy) / answered) >= 0.985 - 2e-4
-    # the escalation budget is spent (tau_review in steps of 0.001), not left a step short
-    assert 0.085 <= 1.0 - figures["val_review_coverage"] <= 0.10 + 1e-9
+    # the budget is a ceiling: the target is reached with fewer escalations than it allows
+    assert 1.0 - figures["val_review_coverage"] < 0.10
     # the fewest checks that reach the target: one grid step less would not
     assert plain.cascade_below < checked.tau_verify < 1.0
     assert 0.0 < figures["val_review_bert_share"] < 1.0
@@ -227,9 +227,15 @@ def test_answered_target_buys_bert_checks_of_fast_answers():
     _, _, far = tune_thresholds(outcomes, tiers, budget=0.02, answered_target=1.0)
     assert far["answered_target_reached"] is False
     assert far["val_review_answered_accuracy"] >= tight["val_review_answered_accuracy"]
-    # BERT's capacity holds with review on too: checks stop at the BERT budget, and when the
-    # target is out of reach within it they take all of it (a grid step of tau_verify moves
-    # about 11% of these queries)
+    # A BERT budget of 0.2 would cost the target itself here: it gives way.
+    _, _, freed = tune_thresholds(
+        outcomes, tiers, budget=0.10, answered_target=0.985, bert_budget=0.2
+    )
+    assert freed["review_bert_budget_held"] is False and freed["answered_target_reached"]
+    # With more slack BERT's capacity holds with review on too: checks stop at the BERT
+    # budget, and when the target is out of reach within it they take all of it (a grid step
+    # of tau_verify moves about 11% of these queries)
+    monkeypatch.setattr(thresholds, "CAPACITY_SLACK", 1.0)
     _, _, capped = tune_thresholds(
         outcomes, tiers, budget=0.10, answered_target=0.985, bert_budget=0.2
     )

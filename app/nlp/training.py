@@ -2,16 +2,20 @@
 
 ``fit_models`` is the one pipeline (used by ``tierdesk train``, ``tune`` and ``eval``):
 
-1. Split the labelled texts, stratified: 85% fit, 15% held out.
-2. Train FastText (one model per grid cell; the best on the held-out part is kept) and the
-   BERT tier (encoder fine-tune when the data are large enough, then the head) on the fit part;
-   build BM25 and the BERT KB index from the KB *without* the held-out texts (they may be
-   alternate questions too, which would leak the answer).
+1. Hold texts out (``held_out_folds``): under FOLD_TEXTS_MAX labelled texts, FOLDS folds in
+   which every text is held out once; from it on, one stratified split (15%, at most
+   HELD_OUT_MAX; one-text intents sampled too). A KB without intent data has held-out queries
+   either way: its titles and alternate questions.
+2. Per fold, train FastText (grid chosen on the first fold; none beyond FASTTEXT_MAX_LABELS
+   intents) and the BERT tier (encoder fine-tune only with a split and enough data, then the
+   head when the intents have enough examples) on the rest; build BM25 and the BERT KB index
+   *without* the held-out texts, titles included (they would leak the answer).
 3. Run every held-out query, and out-of-scope negatives (``intents/out_of_scope/dev.csv`` and
    generated nonsense), through both routes; fit the two calibrators; derive the tiers and
-   search the thresholds on cross-fitted calibrated confidences.
+   search the thresholds on cross-fitted calibrated confidences (``tau_review``: the fewest
+   escalations that reach ``answered_target``).
 4. Retrain FastText and the BERT head on all the data (same hyper-parameters; the encoder
-   fine-tuned in step 2 is kept) for serving.
+   fine-tuned in step 2 is kept) for serving, and say which tiers are active and why.
 
 ``train_models`` reads the database, runs the pipeline, writes ``models/versions/<version>/``
 (with a manifest: version, data hash, validation metrics, trained_at), switches
