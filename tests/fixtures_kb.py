@@ -4,6 +4,10 @@
 - ``loaded_kb``: those records imported into the test app's SQLite database (``db_url``),
   through ``import_paths`` like the CLI; returns the slugs.
 - ``write_kb_file``: writes a text or bytes file under tmp_path and returns its path.
+
+Helpers for import tests (plain functions): ``run_import``, ``rejected`` (the problems of a
+rejected import), ``articles`` (slug -> Article) and ``snapshot`` (every article column and
+the KB revision: "nothing changed" means equal).
 """
 
 from __future__ import annotations
@@ -13,9 +17,37 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from app.db import session_scope
+from app.kb.importer import ImportRejected, import_paths
 from app.kb.records import ArticleRecord
+from app.models import Article
+from app.state import KB_REVISION, get_revision
+
+
+def run_import(url, paths, **kwargs):
+    with session_scope(url) as session:
+        return import_paths(session, list(paths), **kwargs)
+
+
+def rejected(url, paths, **kwargs) -> list[str]:
+    with pytest.raises(ImportRejected) as info:
+        run_import(url, paths, **kwargs)
+    return info.value.report.problems
+
+
+def articles(url) -> dict[str, Article]:
+    with session_scope(url) as session:
+        return {a.slug: a for a in session.scalars(select(Article))}
+
+
+def snapshot(url) -> list[tuple]:
+    """Every column of every article plus the KB revision: 'nothing changed' means equal."""
+    with session_scope(url) as session:
+        rows = session.execute(select(Article.__table__).order_by(Article.slug)).all()
+        return [tuple(r) for r in rows] + [("revision", get_revision(session, KB_REVISION))]
+
 
 KB_RECORDS = [
     ArticleRecord(

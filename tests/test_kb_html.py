@@ -8,38 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from fixtures_kb import articles, rejected, run_import, snapshot
 
 from app.cli import main
-from app.db import session_scope
-from app.kb.importer import ImportRejected, import_paths
 from app.kb.sanitize import clean_source
-from app.models import Article
-from app.state import KB_REVISION, get_revision
 
 DATA = Path(__file__).parent / "data" / "kb"
-
-
-def run_import(url, paths, **kwargs):
-    with session_scope(url) as session:
-        return import_paths(session, list(paths), **kwargs)
-
-
-def rejected(url, paths) -> list[str]:
-    with pytest.raises(ImportRejected) as info:
-        run_import(url, paths)
-    return info.value.report.problems
-
-
-def articles(url) -> dict[str, Article]:
-    with session_scope(url) as session:
-        return {a.slug: a for a in session.scalars(select(Article))}
-
-
-def snapshot(url) -> list[tuple]:
-    with session_scope(url) as session:
-        rows = session.execute(select(Article.__table__).order_by(Article.slug)).all()
-        return [tuple(r) for r in rows] + [("revision", get_revision(session, KB_REVISION))]
 
 
 @pytest.fixture

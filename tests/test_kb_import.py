@@ -7,39 +7,16 @@ import io
 import json
 
 import pytest
+from fixtures_kb import articles, rejected, run_import, snapshot
 from sqlalchemy import select
 
 from app.db import session_scope
 from app.kb.exporter import write_articles
-from app.kb.importer import ImportRejected, import_paths
 from app.kb.records import MAX_TITLE, ArticleRecord, InvalidArticle
 from app.kb.slugs import free_slug
 from app.kb.store import upsert_article
 from app.models import Article
 from app.state import KB_REVISION, get_revision
-
-
-def run_import(url, paths, **kwargs):
-    with session_scope(url) as session:
-        return import_paths(session, list(paths), **kwargs)
-
-
-def rejected(url, paths, **kwargs) -> list[str]:
-    with pytest.raises(ImportRejected) as info:
-        run_import(url, paths, **kwargs)
-    return info.value.report.problems
-
-
-def articles(url) -> dict[str, Article]:
-    with session_scope(url) as session:
-        return {a.slug: a for a in session.scalars(select(Article))}
-
-
-def snapshot(url) -> list[tuple]:
-    """Every column of every article plus the KB revision: 'nothing changed' means equal."""
-    with session_scope(url) as session:
-        rows = session.execute(select(Article.__table__).order_by(Article.slug)).all()
-        return [tuple(r) for r in rows] + [("revision", get_revision(session, KB_REVISION))]
 
 
 def revision(url) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from app.kb.records import SourceRow
 from app.kb.sanitize import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
-from app.kb.textfiles import ByteCounter, Problems, read_text
+from app.kb.textfiles import ByteCounter, Problems, read_document
 
 HTML_SUFFIXES = (".html", ".htm")
 
@@ -340,11 +340,8 @@ def page_fields(text: str) -> dict[str, object] | None:
 
 
 def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    text = read_text(path, display, problems, on_bytes)
+    text = read_document(path, display, problems, on_bytes)
     if text is None:
-        return
-    if not text.strip():
-        problems.add(display, 1, "file is empty")
         return
     fields = page_fields(text)
     if fields is None:

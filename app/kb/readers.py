@@ -31,7 +31,7 @@ from app.kb.textfiles import (
     Problems,
     csv_rows,
     decoded_lines,
-    read_text,
+    read_document,
     yaml_error,
 )
 
@@ -123,11 +123,8 @@ _WS = re.compile(r"\s*")
 def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     """A JSON list of objects, decoded one element at a time so each knows its line; or a
     Zendesk Help Center export, an object with an ``articles`` list."""
-    text = read_text(path, display, problems, on_bytes)
+    text = read_document(path, display, problems, on_bytes)
     if text is None:
-        return
-    if not text.strip():
-        problems.add(display, 1, "file is empty")
         return
     pos = _WS.match(text, 0).end()
     if text[pos] == "{":
@@ -270,11 +267,8 @@ _H1 = re.compile(r"\A\s*#[ \t]+(.+?)[ \t#]*(?:\n|\Z)")
 
 
 def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    text = read_text(path, display, problems, on_bytes)
+    text = read_document(path, display, problems, on_bytes)
     if text is None:
-        return
-    if not text.strip():
-        problems.add(display, 1, "file is empty")
         return
     meta: object = {}
     body = text

@@ -103,6 +103,18 @@ def read_text(
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def read_document(
+    path: Path, display: str, problems: Problems, on_bytes: ByteCounter = _ignore_bytes
+) -> str | None:
+    """``read_text`` for one-article files (Markdown, HTML): None, with the problem noted,
+    when the file cannot be read or holds only whitespace."""
+    text = read_text(path, display, problems, on_bytes)
+    if text is not None and not text.strip():
+        problems.add(display, 1, "file is empty")
+        return None
+    return text
+
+
 @dataclass(slots=True)
 class CsvRow:
     line: int  # the physical line the record starts on

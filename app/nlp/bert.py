@@ -589,11 +589,16 @@ class BertTier:
             metadata=metadata,
             encoder_weights=weights_fp32,
         )
-        tier.training_encoder = encoder
+        return tier._ready(encoder, entries, quantize)
+
+    def _ready(self, encoder: Encoder, entries: list[KbEntry], quantize: bool) -> BertTier:
+        """The last steps of training: keep the fp32 encoder for refits, serve the int8 copy,
+        index the KB."""
+        self.training_encoder = encoder
         if quantize:
-            tier.encoder = encoder.quantized_copy()
-        tier.set_kb(entries)
-        return tier
+            self.encoder = encoder.quantized_copy()
+        self.set_kb(entries)
+        return self
 
     @classmethod
     def _without_head(
@@ -617,11 +622,7 @@ class BertTier:
             version="bert-kb-" + time.strftime("%Y%m%d%H%M%S", time.gmtime()),
             metadata=metadata,
         )
-        tier.training_encoder = encoder
-        if quantize:
-            tier.encoder = encoder.quantized_copy()
-        tier.set_kb(entries)
-        return tier
+        return tier._ready(encoder, entries, quantize)
 
     @property
     def has_head(self) -> bool:
