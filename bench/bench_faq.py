@@ -18,7 +18,7 @@ Data sets (``--set``):
   answer; with 5 alternate questions per entry), asked its ``queries.csv``.
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
 
-    .venv/bin/python bench/bench_faq.py [--set demo-plain] [--limit N]
+    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--limit N]   # default: every set
 
 Writes bench/out/faq-<set>.json and prints a Markdown table.
 """
@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N queries (smoke runs)")
     args = parser.parse_args()
     results = []
-    for name in args.sets or ["demo-plain"]:
+    for name in args.sets or list(SETS):
         result = run(name, args.limit)
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / f"faq-{name}.json").write_text(json.dumps(result, indent=2))

@@ -324,7 +324,7 @@ def plot(report: dict, curve: Sequence[tuple[float, float]], out: str | Path) ->
             xytext=(6, 4),
         )
     left.set_xlabel("mean latency per query (ms)")
-    left.set_ylabel("accuracy (% of all test queries)")
+    left.set_ylabel("answered and right (% of all test queries)")
     left.set_title("Accuracy against latency")
     left.grid(alpha=0.3)
     if curve:
