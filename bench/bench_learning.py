@@ -39,6 +39,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.nlp.thresholds import ANSWERED_TARGET  # noqa: E402 - after the path is set
+
 DATA = Path(os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77"))
 OUT = ROOT / "bench" / "out"
 INTENTS_DIR = ROOT / "intents"  # only for intents/out_of_scope/dev.csv (training negatives)
@@ -51,7 +53,7 @@ DEFAULT_PLOT = ROOT / "docs" / "learning.png"
 # -- models --------------------------------------------------------------------------------
 
 
-def retrain(session, seed: int):
+def retrain(session, seed: int, answered_target: float = ANSWERED_TARGET):
     """A quick retrain on everything the database holds, and the router serving it (built as
     ``app.nlp.engine.Engine._make_router`` builds it). Returns (router, seconds, info)."""
     from app.nlp.bm25 import BM25Retriever
@@ -60,7 +62,9 @@ def retrain(session, seed: int):
 
     started = time.perf_counter()
     data = data_from_db(session, INTENTS_DIR)
-    trained = fit_models(data, fine_tune_epochs=0, progress=False, seed=seed)
+    trained = fit_models(
+        data, fine_tune_epochs=0, progress=False, seed=seed, answered_target=answered_target
+    )
     router = Router(
         RouterModels(
             fasttext=trained.fasttext,
@@ -206,6 +210,12 @@ def main() -> None:
         help="a fully supervised automation (0-1) drawn as a reference line",
     )
     parser.add_argument("--json", type=Path, default=OUT / "learning.json")
+    parser.add_argument(
+        "--answered-target",
+        type=float,
+        default=ANSWERED_TARGET,
+        help="the product's answered-accuracy promise the retrains tune for",
+    )
     args = parser.parse_args()
     if args.every < 1:
         parser.error("--every must be at least 1")
@@ -280,7 +290,7 @@ def main() -> None:
             config["n_articles"] = session.scalar(select(func.count()).select_from(Article))
 
             def checkpoint(index: int, replayed: int, reviews: int, window: dict):
-                router, seconds, info = retrain(session, args.seed)
+                router, seconds, info = retrain(session, args.seed, args.answered_target)
                 taught = session.scalar(select(func.count()).select_from(TrainingExample))
                 result = evaluate(router, test, oos, f"checkpoint {index}")
                 rows.append(
