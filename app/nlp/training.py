@@ -622,7 +622,7 @@ def fit_models(
     try:
         base_encoder = None
         all_vectors = None
-        if mode != "split":  # one frozen encoder and one embedding pass serve every fold
+        if mode == "folds":  # one frozen encoder and one embedding pass serve every fold
             from app.nlp.bert import Encoder, _resolve_bert_path
 
             base_encoder = Encoder(_resolve_bert_path(bert_path), quantize=False)
@@ -653,9 +653,9 @@ def fit_models(
                 [],
                 bert_path=bert_path,
                 quantize=quantize,
-                progress=progress and mode == "split",
+                progress=progress and mode != "folds",
                 seed=seed,
-                fine_tune_epochs=fine_tune_epochs if mode == "split" else 0,
+                fine_tune_epochs=fine_tune_epochs if mode != "folds" else 0,
                 encoder=base_encoder,
                 vectors=None if all_vectors is None else all_vectors[fit_idx],
             )
@@ -669,11 +669,11 @@ def fit_models(
             ft_results = (
                 [ft.run(q, k=TOP_K) for q in queries] if ft is not None else _no_intents(queries)
             )
-            vectors = bert.encoder.encode(queries, progress=progress and mode == "split")
+            vectors = bert.encoder.encode(queries, progress=progress and mode != "folds")
             fold_models.append(
                 _Fold(ft, bert, bm25_val, queries, truth, len(val_texts), ft_results, vectors)
             )
-            bar.step(f"held-out fold {number + 1}/{len(folds)}" if mode != "split" else "tiers")
+            bar.step(f"held-out fold {number + 1}/{len(folds)}" if mode == "folds" else "tiers")
         # FastText and BERT see every held-out query once: for the blend's weight, then routes
         fasttext_weight, blend_accuracy = 0.0, {}
         if ft_active:
@@ -685,7 +685,7 @@ def fit_models(
                 f.bert,
                 f.queries,
                 f.truth,
-                progress=progress and mode == "split",
+                progress=progress and mode != "folds",
                 fasttext_weight=fasttext_weight,
                 ft_results=f.ft_results,
                 vectors=f.vectors,
@@ -748,7 +748,7 @@ def fit_models(
             # The head is refitted on all the data; the encoder stays the one fine-tuned on the
             # fit part (a second fine-tune on all the data doubled the training time and did
             # not help on BANKING77: hybrid_review 98.38% answered against 98.45%).
-            encoder = fitted.training_encoder if mode == "split" else base_encoder
+            encoder = base_encoder if mode == "folds" else fitted.training_encoder
             bert = _train_bert(
                 data.texts,
                 data.labels,
