@@ -1,10 +1,12 @@
-"""Spare review capacity: when fewer answers escalate than the escalation budget allows, the
-least confident of the answers that would go out unreviewed go to a reviewer instead.
+"""Spare review capacity (opt-in): when fewer answers escalate than a ceiling on reviews
+(``budget`` < 1) allows, the least confident of the answers that would go out unreviewed go
+to a reviewer instead.
 
-``tau_review`` is tuned on held-out training data so that escalations fill the budget there.
-Live questions can be easier than held-out training questions (on BANKING77, TEST: 85.5% to
-86.1% answered, by machine, against the 85% tuned for), and then a fixed ``tau_review`` leaves
-reviewer time unused. ``SpareReview`` watches the calibrated confidences of live answers and:
+``tau_review`` is tuned to spend the fewest reviews that reach the answered target; a team that
+has paid for more review time than that may want it used on the least sure answers. Live
+questions can also be easier than held-out training questions, and then a fixed
+``tau_review`` leaves more of that time unused. ``SpareReview`` watches the calibrated
+confidences of live answers and:
 
 - keeps a window of the last ``window`` confidences and, every ``refresh`` answers, takes its
   ``budget`` quantile: the threshold under which the budget's share of traffic lies;

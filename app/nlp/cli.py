@@ -98,8 +98,8 @@ def train_command(quiet: bool) -> None:
 @_share_option(
     "--answered-target",
     ANSWERED_TARGET,
-    "Accuracy unreviewed answers must reach: BERT checks fast answers until they do with a "
-    "standard error to spare, or until the BERT budget is spent.",
+    "Accuracy unreviewed answers must reach (with a standard error to spare): tau_review and "
+    "the BERT checks of fast answers spend the fewest escalations that reach it.",
 )
 @click.option("--quiet", is_flag=True)
 def tune_command(
@@ -114,13 +114,15 @@ def tune_command(
 ) -> None:
     """Grid-search tau_fast, margin, tau_cascade (step 0.05), tau_verify (0.01), tau_review (0.001).
 
-    Objective (app.nlp.thresholds.tune_thresholds): within the escalation budget and the BERT
-    budget, the highest accuracy minus BERT_COST per query sent to BERT; among equivalent
-    points, the highest answered accuracy. Then, for the router with escalation on, the fewest
-    BERT checks of fast answers (tau_verify) whose held-out answered accuracy reaches
-    ANSWERED_TARGET with one standard error to spare; failing that, every check the BERT
-    budget allows (unless they answer worse than none). The file is read by the server at
-    start-up and on every reload.
+    Objective (app.nlp.thresholds.tune_thresholds): tau_review is the fewest escalations whose
+    held-out answered accuracy reaches ANSWERED_TARGET with one standard error to spare, with
+    95% of out-of-scope queries escalated; the escalation budget is a ceiling (1: none). The
+    routing: within the BERT budget, the highest accuracy minus BERT_COST per query sent to
+    BERT, then the highest answered accuracy. Then, for the router with escalation on, the
+    BERT checks of fast answers (tau_verify) that reach the target with the fewest escalations,
+    then the fewest checks. The BERT budget gives way when holding it costs more than a point of
+    accuracy or of coverage at the target. The file is read by the server at start-up and on
+    every reload.
     """
     from app.nlp.training import read_labelled_csv, train_from_csv
 

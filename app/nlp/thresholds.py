@@ -209,13 +209,15 @@ def tune_thresholds(
     """Grid search of (tier rule, tau_fast, margin, tau_cascade, tau_review) on held-out outcomes,
     then of ``tau_verify`` (``_choose_verify``).
 
-    The first four decide the route of every query; ``tau_review`` then takes the highest grid
-    value whose escalations fit the budget (the budget is spent on catching wrong answers: the
-    more unsure answers go to a person, the more accurate the rest). Objective, exactly:
+    The first four decide the route of every query; ``tau_review`` then spends the fewest
+    escalations that keep the promise (``review_for_target``: held-out answered accuracy minus
+    one standard error >= ``answered_target``, out-of-scope escalated >= OOS_RECALL_MIN); the
+    budget is a ceiling, filled only when the target is out of its reach. Objective, exactly:
       1. feasible: escalation <= ``budget`` of held-out (in-scope) queries, share of held-out
          out-of-scope queries escalated >= OOS_RECALL_MIN (the best reachable when none can),
          and share that runs BERT <= ``bert_budget`` (dropped when no point fits it, e.g. when
-         the intents declared ``complex`` alone take more; the figures say so);
+         the intents declared ``complex`` alone take more, or when holding it costs more than
+         CAPACITY_SLACK of accuracy; the figures say so);
       2. utility = escalation-off accuracy - ``bert_cost`` * share of queries that run BERT
          (the highest accuracy, paying for every BERT call); points within
          UTILITY_TOLERANCE of the best utility are equivalent;
@@ -384,16 +386,14 @@ def _choose_verify(
 
     A simple answer under ``tau_verify`` gets a BERT look (whose calibrated confidence, which
     also weighs FastText's view, then decides), so fewer confident fast-tier mistakes go out
-    unreviewed. Every candidate must escalate at least as many out-of-scope queries as no
-    verification and keep BERT's share within ``bert_budget`` (its capacity holds with review
-    on too), with ``tau_review`` the highest within the escalation budget. Among them:
+    unreviewed. Each candidate gets its own ``tau_review`` (``review_for_target``); it must
+    keep the out-of-scope share escalated and BERT's share within ``bert_budget`` (which gives
+    way when holding it costs more than CAPACITY_SLACK of coverage at the target). Among them:
 
-    1. the lowest ``tau_verify`` (fewest BERT calls) whose held-out answered accuracy minus one
-       standard error reaches ``answered_target`` (a point that only just reaches it on
-       held-out data is as likely to miss as to hit on new queries);
-    2. else the highest (all the checks the BERT budget allows), if its answered accuracy is
-       not below that of no verification;
-    3. else the highest answered accuracy - ``bert_cost`` x BERT share.
+    1. of those that reach ``answered_target`` with one standard error to spare (a point that
+       only just reaches it on held-out data is as likely to miss as to hit on new queries),
+       the fewest escalations, then the fewest BERT checks;
+    2. else the highest answered accuracy - ``bert_cost`` x BERT share.
 
     Returns (tau_verify, tau_review, figures).
     """
