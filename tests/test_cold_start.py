@@ -170,3 +170,33 @@ def test_single_example_intents_train_beside_rich_ones():
     assert trained.metrics["held_out"]["queries"] == len(texts)
     assert set(trained.tiers["effective"]) == set(labels)
     assert trained.thresholds.provenance["held_out"] == "folds"
+
+
+@pytest.mark.slow
+def test_a_version_without_an_intent_tier_is_saved_loaded_and_served(
+    make_app, tmp_path, monkeypatch
+):
+    """Beyond FASTTEXT_MAX_LABELS intents no FastText is trained: the version has no fasttext
+    folder, says why, and the server answers from BERT's KB matching alone."""
+    from app.nlp import training
+
+    monkeypatch.setattr(training, "FASTTEXT_MAX_LABELS", 2)
+    faq = tmp_path / "faq.csv"
+    faq.write_text(PLAIN_FAQ, encoding="utf-8")
+    app = make_app(INTENTS_DIR=tmp_path / "no-intents")
+    runner = app.test_cli_runner()
+    assert runner.invoke(main, ["kb", "import", str(faq)]).exit_code == 0
+    result = runner.invoke(main, ["train", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "fasttext: off - off: 3 intents (more than 2)" in result.output
+    version = next((tmp_path / "models" / "versions").iterdir())
+    assert not (version / "fasttext").exists()
+    served = make_app(INTENTS_DIR=tmp_path / "no-intents", LOAD_MODELS=True)
+    body = (
+        served.test_client()
+        .post("/api/v1/chat", json={"message": "How do I cancel my subscription?"})
+        .get_json()
+    )
+    assert body["status"] == "answered", body
+    assert body["route"] == "complex"
+    assert body["answer"]["article"]["slug"] == "how-do-i-cancel-my-subscription"

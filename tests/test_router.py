@@ -289,3 +289,18 @@ def test_fast_and_bert_modes_use_one_tier_each():
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError, match="unknown mode"):
         router(ft(("a", 1.0)), None).route("q", mode="turbo")
+
+
+def test_without_an_intent_tier_bert_matches_the_kb_and_a_bert_failure_escalates():
+    """A KB too thin for FastText (a version trained without one): every query goes to BERT;
+    when BERT fails too, nothing can answer and the question escalates as degraded."""
+    b = bert("card_arrival", 0.9)
+    decision = router(None, b).route("my card has not arrived")
+    assert decision.route == "complex" and decision.article.slug == "card-arrival"
+    assert not decision.escalate
+    assert set(decision.trace["stages"]) == {"bert"}
+    assert decision.trace["versions"]["fasttext"] is None
+    fast_only = router(None, b).route("my card has not arrived", mode="fast")
+    assert fast_only.escalation_reason is None and fast_only.article is None  # eval mode
+    broken = router(None, FixedTier(error=RuntimeError("boom"))).route("my card has not arrived")
+    assert broken.escalate and broken.escalation_reason == "degraded"
