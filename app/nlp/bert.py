@@ -5,9 +5,11 @@ configured. Sentences are mean-pooled and L2-normalised like sentence-transforme
 cosine similarity is a dot product. On top of it sits an intent head (softmax regression on the
 frozen embeddings blended with a nearest-neighbour vote over the training examples), and every
 query is matched against the embedded knowledge base: an article's score combines the head's
-probability of the article's intent with the query's best cosine similarity to the article's
-texts (title, alternate questions). Articles whose intent the head does not know are still
-reachable through similarity alone.
+probability of the article's intent with the query's similarity to the article
+(``kb_similarity``: its best title or alternate question and its best body passage). Articles
+whose intent the head does not know are still reachable through similarity alone, and with
+too little intent data (HEAD_MIN_EXAMPLES, HEAD_MAX_LABELS) no head is trained at all: the
+tier then matches the KB alone.
 
 Options measured on BANKING77 (validation = 15% of TRAIN, test = TEST; KB of 20 texts/article):
 - frozen embeddings + logistic regression: val 92.7%, test 93.0-93.25% (intent only);
@@ -498,7 +500,8 @@ class BertTier:
         ``max_seconds`` caps the work after the embedding pass: validation is skipped and the
         L-BFGS budget shrinks when the time is short. ``vectors``: the texts' embeddings by
         ``encoder`` when the caller has them (cross-fitting trains one head per fold). With more
-        than HEAD_MAX_LABELS intents no head is trained (KB matching alone).
+        than HEAD_MAX_LABELS intents, or a median under HEAD_MIN_EXAMPLES examples per intent,
+        no head is trained (KB matching alone).
         """
         from app.nlp.finetune import fine_tune, should_fine_tune
 
