@@ -135,6 +135,25 @@ def test_save_load_round_trip(tier: BertTier, tmp_path):
 
 
 @pytest.mark.slow
+def test_saved_kb_vectors_spare_the_encoder_at_load_only_for_the_same_encoder(
+    tier: BertTier, tmp_path
+):
+    tier.save(tmp_path / "bert")
+    same = BertTier.load(tmp_path / "bert", quantize=tier.encoder.quantized)
+    assert set(same._text_cache) == set(tier._text_cache)
+
+    def no_encoding(texts, **kwargs):
+        raise AssertionError(f"encoded {len(texts)} texts again")
+
+    same.encoder.encode = no_encoding
+    same.set_kb(_entries())  # every KB text comes from the saved vectors
+    query = HELD_OUT["change_pin"]  # queries are encoded one at a time (encode_one)
+    assert same.run(query).candidates[0].slug == tier.run(query).candidates[0].slug
+    other = BertTier.load(tmp_path / "bert", quantize=not tier.encoder.quantized)
+    assert other._text_cache == {}  # vectors of another encoder are never reused
+
+
+@pytest.mark.slow
 def test_article_without_known_intent_is_reachable_and_set_kb_picks_it_up(tier: BertTier):
     query = "can I open a savings account for my child"
     before = tier.run(query)
