@@ -200,3 +200,15 @@ def test_a_version_without_an_intent_tier_is_saved_loaded_and_served(
     assert body["status"] == "answered", body
     assert body["route"] == "complex"
     assert body["answer"]["article"]["slug"] == "how-do-i-cancel-my-subscription"
+
+
+def test_a_question_under_two_answers_is_right_with_either():
+    from app.nlp.training import held_out_truth, is_right
+
+    truth = held_out_truth(
+        ["Good morning", "Good morning", "Thanks"], ["greeting", "good-morning", "thanks"]
+    )
+    assert truth[0] == truth[1] == frozenset({"greeting", "good-morning"})
+    assert truth[2] == "thanks"
+    assert is_right("good-morning", truth[0]) and is_right("greeting", truth[1])
+    assert not is_right("thanks", truth[0]) and not is_right("greeting", None)

@@ -434,16 +434,35 @@ def choose_fasttext_weight(
     right (ties: the smaller weight), from FastText's results and the queries' embeddings.
     Returns it and the accuracy of every grid weight."""
     rows = np.stack([bert.prior_vector(f.intents) for f in ft_results])
-    truth = np.asarray(labels)
     accuracy = {}
     for weight in FASTTEXT_WEIGHT_GRID:
         _, scores, entries = bert.score(vectors, rows, weight)
         if not entries:
             return 0.0, {}
-        answered = np.array([entries[i].intent for i in scores.argmax(axis=1)])
-        accuracy[str(weight)] = round(float((answered == truth).mean()), 4)
+        answered = [entries[i].intent for i in scores.argmax(axis=1)]
+        hits = [is_right(a, t) for a, t in zip(answered, labels, strict=True)]
+        accuracy[str(weight)] = round(float(np.mean(hits)), 4)
     best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy[str(w)], -w))
     return best, accuracy
+
+
+def is_right(answer: str | None, truth: str | frozenset | None) -> bool:
+    """A held-out answer is right when it is the query's intent, or one of them: a question a
+    KB lists under two answers (a QnA export's "Good morning") is answered by either."""
+    if truth is None or answer is None:
+        return False
+    return answer in truth if isinstance(truth, frozenset) else answer == truth
+
+
+def held_out_truth(texts: Sequence[str], labels: Sequence[str]) -> list[str | frozenset]:
+    """Each held-out text's intent, or every intent it is listed under when there are several."""
+    intents: dict[str, set[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        intents.setdefault(text, set()).add(label)
+    return [
+        label if len(intents[text]) == 1 else frozenset(intents[text])
+        for text, label in zip(texts, labels, strict=True)
+    ]
 
 
 def evaluate_routes(
@@ -500,8 +519,8 @@ def evaluate_routes(
         bert_answer = b.candidates[0].intent if b.candidates else None
         out["simple_rows"].append(simple_features(f, m))
         out["complex_rows"].append(complex_features(f, b, head_weight))
-        out["simple_ok"].append(label is not None and simple_answer == label)
-        out["bert_ok"].append(label is not None and bert_answer == label)
+        out["simple_ok"].append(is_right(simple_answer, label))
+        out["bert_ok"].append(is_right(bert_answer, label))
         out["ft_top"].append(top or "")
         p1 = f.intents[0][1] if f.intents else 0.0
         p2 = f.intents[1][1] if len(f.intents) > 1 else 0.0
@@ -617,6 +636,7 @@ def fit_models(
         refit = False
     if not folds or not any(held for _, held in folds):
         raise TrainingError("too few texts to hold any out for tuning (need at least 2)")
+    truth_of = held_out_truth(texts_v, labels_v)
     bar = _Progress(progress, len(folds) + (3 if refit else 1))
     negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
     try:
@@ -665,7 +685,7 @@ def fit_models(
             bm25_val = BM25Retriever(bm25_docs(data.articles, held))
             mine = negatives[number :: len(folds)]
             queries = [*val_texts, *mine]
-            truth: list[str | None] = [*val_labels, *[None] * len(mine)]
+            truth: list = [*(truth_of[i] for i in val_idx), *[None] * len(mine)]
             ft_results = (
                 [ft.run(q, k=TOP_K) for q in queries] if ft is not None else _no_intents(queries)
             )
@@ -693,7 +713,7 @@ def fit_models(
             for f in fold_models
         ]
         routes, n_val = _in_scope_first(parts, [f.n_val for f in fold_models])
-        val_labels_all = [lab for f in fold_models for lab in f.truth[: f.n_val]]
+        val_labels_all = [labels_v[i] for _, val_idx in folds for i in val_idx]
         from app.nlp.bert import HEAD_MIN_EXAMPLES
 
         thin = float(np.median(list(Counter(data.labels).values()))) < HEAD_MIN_EXAMPLES
