@@ -39,7 +39,7 @@ train: $(STAMP)
 	$(BIN)/tierdesk train
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py --update-readme
+	$(BIN)/python bench/run_all.py --update-tables
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench

@@ -2,12 +2,12 @@
 
 Each ``bench/bench_*.py`` script prints one or more Markdown tables and writes its raw figures
 to ``bench/out/<name>.json``. This runner executes them one after another (never in parallel:
-the machine has two cores and the figures would interfere), then, with ``--update-readme``,
-replaces the README's benchmark section with the tables it collected.
+the machine has two cores and the figures would interfere), then, with ``--update-tables``,
+replaces the generated part of ``docs/benchmarks.md`` with the tables it collected.
 
     python bench/run_all.py                 # all benchmarks
     python bench/run_all.py eval bm25       # only bench_eval.py and bench_bm25.py
-    python bench/run_all.py --update-readme
+    python bench/run_all.py --update-tables
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
-README = ROOT / "README.md"
-# Only the generated part of the README's benchmark section is replaced; the summary of
-# targets above it is written by people.
+TABLES = ROOT / "docs" / "benchmarks.md"
+# Only the generated part of docs/benchmarks.md is replaced; the README's summary of targets is
+# written by people.
 START, END = "<!-- bench:auto", "<!-- /bench:auto -->"
 
 
@@ -56,8 +56,8 @@ def run(script: Path) -> tuple[int, list[str], float]:
     return code, tables, time.perf_counter() - start
 
 
-def update_readme(sections: dict[str, list[str]]) -> None:
-    text = README.read_text()
+def update_tables(sections: dict[str, list[str]]) -> None:
+    text = TABLES.read_text()
     start = text.index(START)
     start = text.index("\n", start) + 1
     end = text.index(END)
@@ -69,14 +69,14 @@ def update_readme(sections: dict[str, list[str]]) -> None:
     ]
     for name, tables in sections.items():
         body += [f"### {name}", "", *tables, ""]
-    README.write_text(text[:start] + "\n".join(body) + text[end:])
-    print(f"README.md benchmark section updated ({len(sections)} benchmarks)")
+    TABLES.write_text(text[:start] + "\n".join(body) + text[end:])
+    print(f"docs/benchmarks.md updated ({len(sections)} benchmarks)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
-    parser.add_argument("--update-readme", action="store_true")
+    parser.add_argument("--update-tables", action="store_true")
     args = parser.parse_args()
     (BENCH_DIR / "out").mkdir(exist_ok=True)
     sections: dict[str, list[str]] = {}
@@ -88,8 +88,8 @@ def main() -> int:
             failed.append(script.name)
         elif tables:
             sections[script.stem.removeprefix("bench_")] = tables
-    if args.update_readme and sections:
-        update_readme(sections)
+    if args.update_tables and sections:
+        update_tables(sections)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
