@@ -188,7 +188,7 @@ def test_a_version_without_an_intent_tier_is_saved_loaded_and_served(
     assert runner.invoke(main, ["kb", "import", str(faq)]).exit_code == 0
     result = runner.invoke(main, ["train", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert "fasttext: off - off: 3 intents (more than 2)" in result.output
+    assert "fasttext: off - 3 intents (more than 2)" in result.output
     version = next((tmp_path / "models" / "versions").iterdir())
     assert not (version / "fasttext").exists()
     served = make_app(INTENTS_DIR=tmp_path / "no-intents", LOAD_MODELS=True)

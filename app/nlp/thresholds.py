@@ -156,9 +156,9 @@ CAPACITY_SLACK = 0.01
 # Out-of-scope questions must escalate: the operating point must escalate at least this share
 # of the held-out out-of-scope queries (when any point can).
 OOS_RECALL_MIN = 0.95
-# With escalation on, the share of unreviewed answers that must be right: the router checks
-# fast answers with BERT (tau_verify) until the held-out answered accuracy reaches it with a
-# standard error to spare, or the BERT budget is spent (``_choose_verify``). A product
+# With escalation on, the share of unreviewed answers that must be right: tau_review and the
+# BERT checks of fast answers (tau_verify) spend the fewest escalations whose held-out answered
+# accuracy reaches it with a standard error to spare (``review_for_target``). A product
 # setting (what the support team promises), not fitted to data: `tierdesk tune
 # --answered-target` changes it.
 ANSWERED_TARGET = 0.985

@@ -308,11 +308,10 @@ def bm25_docs(articles: Sequence[KbArticle], drop: set[str] | None = None):
     ]
 
 
-def bert_passage_limit(articles: Sequence[KbArticle]) -> int:
-    """Passages per article the BERT index embeds: up to BERT_PASSAGES, fewer (at least the
-    first) when the bodies would exceed BERT_PASSAGE_BUDGET passages in all (BM25 indexes every
-    passage)."""
-    counts = [len(split_passages(a.body)) for a in articles]
+def bert_passage_limit(counts: Sequence[int]) -> int:
+    """Passages per article the BERT index embeds, from each body's passage count: up to
+    BERT_PASSAGES, fewer (at least the first) when the bodies would exceed BERT_PASSAGE_BUDGET
+    passages in all (BM25 indexes every passage)."""
     limit = BERT_PASSAGES
     while limit > 1 and sum(min(c, limit) for c in counts) > BERT_PASSAGE_BUDGET:
         limit -= 1
@@ -322,21 +321,23 @@ def bert_passage_limit(articles: Sequence[KbArticle]) -> int:
 def kb_entries(
     articles: Sequence[KbArticle], drop: set[str] | None = None, passages: int | None = None
 ):
-    """BERT's view of the KB (texts in ``drop`` left out, as in ``bm25_docs``)."""
+    """BERT's view of the KB (texts in ``drop`` left out, as in ``bm25_docs``); ``passages``
+    overrides the per-article passage limit."""
     from app.nlp.bert import KbEntry
 
     drop = drop or set()
-    limit = bert_passage_limit(articles) if passages is None else passages
+    bodies = [split_passages(a.body) for a in articles]
+    limit = bert_passage_limit([len(b) for b in bodies]) if passages is None else passages
     return [
         KbEntry(
             a.slug,
             a.title,
             a.intent,
             [q for q in a.questions if q not in drop],
-            [p for p in split_passages(a.body)[:limit] if p not in drop] if limit else [],
+            [p for p in body[:limit] if p not in drop],
             index_title=a.title not in drop,
         )
-        for a in articles
+        for a, body in zip(articles, bodies, strict=True)
     ]
 
 
@@ -573,7 +574,7 @@ def _fasttext_plan(labels: Sequence[str]) -> tuple[bool, str]:
     median = float(np.median(list(counts.values()))) if counts else 0.0
     if len(counts) > FASTTEXT_MAX_LABELS:
         return False, (
-            f"off: {len(counts)} intents (more than {FASTTEXT_MAX_LABELS}) with a median of "
+            f"{len(counts)} intents (more than {FASTTEXT_MAX_LABELS}) with a median of "
             f"{median:g} examples each; BM25 and BERT match the KB directly"
         )
     return True, f"trained on {len(labels)} examples of {len(counts)} intents (median {median:g})"
