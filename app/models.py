@@ -19,8 +19,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
+    select,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from app.vocab import ReviewStatus
 
 
 def utcnow() -> datetime:
@@ -38,7 +42,7 @@ class Base(DeclarativeBase):
 TIERS = ("simple", "complex")
 EXAMPLE_ORIGINS = ("seed", "import", "reviewer")
 MESSAGE_ROLES = ("customer", "bot", "agent")
-REVIEW_STATUSES = ("pending", "claimed", "resolved", "discarded")
+REVIEW_STATUSES = tuple(ReviewStatus)
 
 
 class Article(Base):
@@ -164,7 +168,7 @@ class ReviewItem(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0)
     intent: Mapped[str | None] = mapped_column(String(200))
     route: Mapped[str | None] = mapped_column(String(24))
-    status: Mapped[str] = mapped_column(String(16), default="pending")
+    status: Mapped[str] = mapped_column(String(16), default=ReviewStatus.PENDING.value)
     claimed_by: Mapped[int | None] = mapped_column(ForeignKey("reviewers.id"))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime)
     resolution: Mapped[str | None] = mapped_column(String(24))  # reply | article | discard
@@ -183,3 +187,11 @@ class SystemState(Base):
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+def next_seq(session: Session, conversation_id: str) -> int:
+    """The position of the next message in a conversation (0 for its first)."""
+    current = session.scalar(
+        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
+    )
+    return 0 if current is None else current + 1

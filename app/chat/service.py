@@ -26,22 +26,24 @@ from sqlalchemy.orm import Session
 from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
 from app.chat.text import asks_for_human
-from app.models import Article, Conversation, Feedback, Message, ReviewItem, new_id, utcnow
+from app.models import (
+    Article,
+    Conversation,
+    Feedback,
+    Message,
+    ReviewItem,
+    new_id,
+    next_seq,
+    utcnow,
+)
 from app.nlp.types import Decision
+from app.vocab import OPEN_STATUSES, Reason
 
 log = logging.getLogger(__name__)
 
 PENDING_NOTICE = "Thanks for your patience: a person from our team will answer here shortly."
-OPEN_REVIEW_STATUSES = ("pending", "claimed")
 HISTORY_LIMIT = 200
 MAX_SUGGESTIONS = 5
-
-# Reasons this module escalates with (the router's own reasons come from the Decision).
-REASON_MODELS_UNAVAILABLE = "models_unavailable"
-REASON_ENGINE_ERROR = "engine_error"
-REASON_ASKED_FOR_HUMAN = "asked_for_human"
-REASON_NOT_HELPFUL = "not_helpful"
-REASON_NO_ANSWER = "no_answer"
 
 
 @dataclass
@@ -69,13 +71,6 @@ def _json_safe(value: Any) -> Any:
 
 def find_conversation(session: Session, conversation_id: str) -> Conversation | None:
     return session.get(Conversation, conversation_id)
-
-
-def _next_seq(session: Session, conversation_id: str) -> int:
-    current = session.scalar(
-        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
-    )
-    return 0 if current is None else current + 1
 
 
 def _suggestions(
@@ -110,14 +105,14 @@ def _ask_engine(engine, text: str) -> EngineOutcome:
     from app.nlp.engine import EngineNotReady
 
     if not getattr(engine, "ready", False):
-        return EngineOutcome(None, REASON_MODELS_UNAVAILABLE)
+        return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     try:
         return EngineOutcome(engine.answer(text))
     except EngineNotReady:
-        return EngineOutcome(None, REASON_MODELS_UNAVAILABLE)
+        return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     except Exception:  # noqa: BLE001 - a broken model must not lose the customer's message
         log.exception("the engine failed on a message; handing it to a person")
-        return EngineOutcome(None, REASON_ENGINE_ERROR)
+        return EngineOutcome(None, Reason.ENGINE_ERROR)
 
 
 def _escalate(
@@ -148,13 +143,13 @@ def _escalation_reason(
     """Why this turn goes to a person, or None when the bot answers it."""
     decision = outcome.decision
     if wants_person:
-        return REASON_ASKED_FOR_HUMAN
+        return Reason.ASKED_FOR_HUMAN
     if decision is None:
         return outcome.failure
     if decision.escalate:
-        return decision.escalation_reason or "below_threshold"
+        return decision.escalation_reason or Reason.BELOW_THRESHOLD
     if article is None:
-        return REASON_NO_ANSWER
+        return Reason.NO_ANSWER
     return None
 
 
@@ -187,7 +182,7 @@ def handle_message(
     suggestions = _suggestions(
         session, decision, article.slug if article else None, articles, revision
     )
-    seq = 0 if conversation is None else _next_seq(session, conversation.id)
+    seq = 0 if conversation is None else next_seq(session, conversation.id)
 
     new_conversation = conversation is None
     if conversation is None:
@@ -301,7 +296,7 @@ def awaiting_person(session: Session, conversation_id: str) -> bool:
         session.scalar(
             select(func.count(ReviewItem.id)).where(
                 ReviewItem.conversation_id == conversation_id,
-                ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+                ReviewItem.status.in_(OPEN_STATUSES),
             )
         )
     )
@@ -377,7 +372,7 @@ def record_feedback(
             session,
             conversation,
             question,
-            REASON_NOT_HELPFUL,
+            Reason.NOT_HELPFUL,
             message if message.role == "bot" else None,
         )
         escalated = True
@@ -392,7 +387,7 @@ def _has_open_review(session: Session, customer_message_id: str) -> bool:
         session.scalar(
             select(func.count(ReviewItem.id)).where(
                 ReviewItem.message_id == customer_message_id,
-                ReviewItem.status.in_(OPEN_REVIEW_STATUSES),
+                ReviewItem.status.in_(OPEN_STATUSES),
             )
         )
     )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TextIO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.files import atomic_write
 from app.models import Article
 
 EXPORT_FIELDS = ("slug", "title", "body", "category", "tags", "questions", "source", "published")
@@ -32,14 +31,6 @@ def write_articles(session: Session, out: TextIO) -> int:
 
 def export_articles(session: Session, path: Path) -> int:
     """Export to ``path`` atomically: readers never see a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            count = write_articles(session, out)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as out:
+        count = write_articles(session, out)
     return count

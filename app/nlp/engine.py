@@ -39,6 +39,7 @@ from app.metrics import (
 from app.nlp.capacity import SpareReview
 from app.nlp.normalize import normalize
 from app.nlp.types import Decision
+from app.vocab import Reason
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ class Engine:
         # A spare-capacity escalation depends on the moment's review capacity, not on the
         # models: replayed from the cache, every repeat of a hot question would go to review
         # outside the budget.
-        if self._cache.size > 0 and decision.escalation_reason != "spare_capacity":
+        if self._cache.size > 0 and decision.escalation_reason != Reason.SPARE_CAPACITY:
             self._cache.put(key, dataclasses.replace(decision, trace=dict(decision.trace)))
         return decision
 

@@ -46,6 +46,7 @@ from app.nlp.training import (
     save_version,
     train_from_csv,
 )
+from app.vocab import Reason
 
 STRATEGIES = {
     "fast": {"mode": "fast", "escalation": False},
@@ -239,7 +240,7 @@ def _run_strategies(
             r["ms"].append(elapsed)
             r["route"].append(decision.route)
             r["conf"].append(decision.confidence)
-            r["spare"].append(decision.escalation_reason == "spare_capacity")
+            r["spare"].append(decision.escalation_reason == Reason.SPARE_CAPACITY)
     results = {name: _summary(r, r["answered"]) for name, r in raw.items()}
     for name, r in raw.items():
         results[name]["coverage_at_target"] = coverage_at(r["conf"], r["ok"], ANSWERED_TARGET)

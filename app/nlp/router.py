@@ -42,6 +42,7 @@ from app.nlp.calibration import CalibrationSet, complex_features, simple_feature
 from app.nlp.capacity import SpareReview
 from app.nlp.thresholds import Thresholds
 from app.nlp.types import Candidate, Decision, TierResult
+from app.vocab import Reason
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,11 @@ class Router:
         ):
             unsure = mode == "hybrid" and simple_conf < tau_review
             decision = self._simple_decision(
-                query, ft, bm, simple_conf, escalate_reason="below_threshold" if unsure else None
+                query,
+                ft,
+                bm,
+                simple_conf,
+                escalate_reason=Reason.BELOW_THRESHOLD if unsure else None,
             )
         else:
             prior = ft.intents if ft is not None else None
@@ -156,7 +161,7 @@ class Router:
                 if bm is None:
                     bm = self.simple_retrieve(query, ft) if ft else None
                 if ft is None or bm is None:
-                    decision = _empty_decision(query, "complex", "degraded")
+                    decision = _empty_decision(query, "complex", Reason.DEGRADED)
                 else:
                     sure = eligible and simple_conf is not None and simple_conf >= th.tau_review
                     decision = self._simple_decision(
@@ -164,7 +169,7 @@ class Router:
                         ft,
                         bm,
                         simple_conf or 0.0,
-                        escalate_reason=None if sure else "degraded",
+                        escalate_reason=None if sure else Reason.DEGRADED,
                     )
             else:
                 stages["bert"] = _stage(bert)
@@ -177,11 +182,11 @@ class Router:
                 decision = self._bert_decision(query, bert, conf, reason)
         spared = bool(
             spare is not None
-            and decision.escalation_reason not in (None, "degraded")
+            and decision.escalation_reason not in (None, Reason.DEGRADED)
             and th.tau_review <= decision.confidence < tau_review
         )
         if spared:
-            decision.escalation_reason = "spare_capacity"
+            decision.escalation_reason = Reason.SPARE_CAPACITY
         if spare is not None:
             spare.record(decision.confidence, decision.escalate, spared)
         would_escalate = decision.escalation_reason
@@ -229,12 +234,12 @@ class Router:
     def _reason(self, features: dict[str, float]) -> str:
         th = self.m.thresholds
         if features["bert_similarity"] < th.oos_similarity:
-            return "out_of_scope"
+            return Reason.OUT_OF_SCOPE
         if not features["tiers_agree"] and features["kl_ft_bert"] > th.kl_disagree:
-            return "tiers_disagree"
+            return Reason.TIERS_DISAGREE
         if features["bert_margin"] < th.margin:
-            return "ambiguous"
-        return "below_threshold"
+            return Reason.AMBIGUOUS
+        return Reason.BELOW_THRESHOLD
 
     def _simple_decision(
         self, query: str, ft: TierResult, bm: TierResult, conf: float, escalate_reason: str | None
@@ -242,7 +247,7 @@ class Router:
         intent = ft.intents[0][0] if ft.intents else None
         article = bm.candidates[0] if bm.candidates else None
         if article is None:
-            escalate_reason = escalate_reason or "out_of_scope"
+            escalate_reason = escalate_reason or Reason.OUT_OF_SCOPE
             conf = 0.0
         return Decision(
             query=query,
@@ -265,7 +270,7 @@ class Router:
             else (bert.intents[0][0] if bert.intents else None)
         )
         if article is None:
-            reason, conf = "out_of_scope", 0.0
+            reason, conf = Reason.OUT_OF_SCOPE, 0.0
         return Decision(
             query=query,
             route="complex",

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
+
+from app.files import write_json_atomic
 
 THRESHOLDS_FILE = "thresholds.json"
 
@@ -100,13 +100,7 @@ class Thresholds:
     def save(self, path: str | Path) -> None:
         """Write atomically (temp file + rename), so a reader never sees half a file."""
         self.validate(str(path))
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".thresholds-", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> Thresholds:

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from app.files import write_json_atomic
 from app.nlp.bm25 import BM25Retriever
 from app.nlp.calibration import (
     COMPLEX_FEATURES,
@@ -957,14 +958,6 @@ def _name_reason_thresholds(thresholds: Thresholds, routes: dict, n: int) -> Non
 # -- versioned model folders -------------------------------------------------------------
 
 
-def _write_json_atomic(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
 def current_version(models_dir: str | Path) -> str | None:
     pointer = Path(models_dir) / CURRENT_POINTER
     try:
@@ -1000,7 +993,7 @@ def activate(models_dir: str | Path, version: str, db_url: str | None = None) ->
     if not (version_folder(models_dir, version) / MANIFEST).is_file():
         raise TrainingError(f"no model version {version!r} in {Path(models_dir) / VERSIONS_DIR}")
     Path(models_dir).mkdir(parents=True, exist_ok=True)
-    _write_json_atomic(
+    write_json_atomic(
         Path(models_dir) / CURRENT_POINTER, {"version": version, "activated_at": _now()}
     )
     if db_url:

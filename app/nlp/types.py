@@ -10,17 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from app.vocab import ROUTER_REASONS
+
 Route = Literal["simple", "complex"]
 
-# Why a decision was escalated to a human (None when it was answered).
-ESCALATION_REASONS = (
-    "below_threshold",  # calibrated confidence under tau_review
-    "ambiguous",  # top-1/top-2 margin too small on the final tier
-    "tiers_disagree",  # FastText and BERT intent distributions diverge (KL)
-    "out_of_scope",  # nothing in the knowledge base fits
-    "degraded",  # the careful tier was unavailable and the fast tier was unsure
-    "spare_capacity",  # over tau_review, but reviewers had time left in the budget (capacity.py)
-)
+# Why a decision was escalated to a human (None when it was answered): app/vocab.py.
+ESCALATION_REASONS = ROUTER_REASONS
 
 
 @dataclass

@@ -27,11 +27,12 @@ from werkzeug.exceptions import HTTPException, NotFound
 from app.db import get_session
 from app.models import Article, Message, Reviewer, ReviewItem, utcnow
 from app.review import auth, service
-from app.review.queue import OPEN_STATUSES, Reconciler
+from app.review.queue import Reconciler
 from app.review.stats import dashboard
 from app.review.svg import bar_chart, line_chart
 from app.review.trace import read_trace
 from app.services import get_engine, get_redis, get_review_queue
+from app.vocab import OPEN_STATUSES, ReviewStatus
 
 bp = Blueprint("console", __name__, template_folder="templates")
 
@@ -200,7 +201,7 @@ def queue():
     mine = [
         i
         for i in items
-        if i.status == "claimed"
+        if i.status == ReviewStatus.CLAIMED
         and i.claimed_by == g.reviewer.id
         and i.lease_expires_at
         and i.lease_expires_at > now
@@ -239,7 +240,7 @@ def _item_or_404(item_id: int) -> ReviewItem:
 
 
 def _held_by_me(item: ReviewItem) -> bool:
-    return item.status == "claimed" and item.claimed_by == g.reviewer.id
+    return item.status == ReviewStatus.CLAIMED and item.claimed_by == g.reviewer.id
 
 
 def _renew(item: ReviewItem) -> None:

@@ -53,10 +53,10 @@ from sqlalchemy import or_, select, update
 from app import metrics
 from app.db import session_scope
 from app.models import ReviewItem, utcnow
+from app.vocab import OPEN_STATUSES, ReviewStatus
 
 log = logging.getLogger(__name__)
 
-OPEN_STATUSES = ("pending", "claimed")
 DEFAULT_PRIORITY_STEP_SECONDS = 600
 # After a Redis error, escalations and claims skip Redis for this long (the reconciler, which
 # always tries, catches up), so an outage costs one connection timeout (with redis-py's retries,
@@ -373,11 +373,14 @@ class ReviewQueue:
                 .where(
                     ReviewItem.id == item_id,
                     or_(
-                        ReviewItem.status == "pending",
-                        (ReviewItem.status == "claimed") & (ReviewItem.lease_expires_at < now),
+                        ReviewItem.status == ReviewStatus.PENDING,
+                        (ReviewItem.status == ReviewStatus.CLAIMED)
+                        & (ReviewItem.lease_expires_at < now),
                     ),
                 )
-                .values(status="claimed", claimed_by=reviewer_id, lease_expires_at=expires)
+                .values(
+                    status=ReviewStatus.CLAIMED, claimed_by=reviewer_id, lease_expires_at=expires
+                )
                 .execution_options(synchronize_session=False)
             )
             return result.rowcount == 1
@@ -388,8 +391,9 @@ class ReviewQueue:
         with session_scope(self.db_url) as session:
             query = select(ReviewItem).where(
                 or_(
-                    ReviewItem.status == "pending",
-                    (ReviewItem.status == "claimed") & (ReviewItem.lease_expires_at < now),
+                    ReviewItem.status == ReviewStatus.PENDING,
+                    (ReviewItem.status == ReviewStatus.CLAIMED)
+                    & (ReviewItem.lease_expires_at < now),
                 )
             )
             for column, value in (("intent", intent), ("route", route), ("reason", reason)):
@@ -435,7 +439,7 @@ class ReviewQueue:
                 update(ReviewItem)
                 .where(
                     ReviewItem.id == item_id,
-                    ReviewItem.status == "claimed",
+                    ReviewItem.status == ReviewStatus.CLAIMED,
                     ReviewItem.claimed_by == reviewer_id,
                 )
                 .values(lease_expires_at=expires or fallback)
@@ -457,10 +461,10 @@ class ReviewQueue:
                 update(ReviewItem)
                 .where(
                     ReviewItem.id == item_id,
-                    ReviewItem.status == "claimed",
+                    ReviewItem.status == ReviewStatus.CLAIMED,
                     ReviewItem.claimed_by == reviewer_id,
                 )
-                .values(status="pending", claimed_by=None, lease_expires_at=None)
+                .values(status=ReviewStatus.PENDING, claimed_by=None, lease_expires_at=None)
                 .execution_options(synchronize_session=False)
             )
             released = result.rowcount == 1
@@ -525,16 +529,16 @@ class ReviewQueue:
         with session_scope(self.db_url) as session:
             report.expired_claims_released = session.execute(
                 update(ReviewItem)
-                .where(ReviewItem.status == "claimed", ReviewItem.lease_expires_at < now)
-                .values(status="pending", claimed_by=None, lease_expires_at=None)
+                .where(ReviewItem.status == ReviewStatus.CLAIMED, ReviewItem.lease_expires_at < now)
+                .values(status=ReviewStatus.PENDING, claimed_by=None, lease_expires_at=None)
                 .execution_options(synchronize_session=False)
             ).rowcount
         with session_scope(self.db_url) as session:
             pending = session.scalars(
-                select(ReviewItem).where(ReviewItem.status == "pending")
+                select(ReviewItem).where(ReviewItem.status == ReviewStatus.PENDING)
             ).all()
             claimed = session.scalars(
-                select(ReviewItem).where(ReviewItem.status == "claimed")
+                select(ReviewItem).where(ReviewItem.status == ReviewStatus.CLAIMED)
             ).all()
         try:
             self._run(RELEASE_EXPIRED_SCRIPT, [])

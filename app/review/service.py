@@ -21,16 +21,14 @@ from app.models import (
     Message,
     ReviewItem,
     TrainingExample,
+    next_seq,
     utcnow,
 )
-from app.review.queue import OPEN_STATUSES
 from app.state import KB_REVISION, bump_revision
+from app.vocab import CUSTOMER_REASONS, OPEN_STATUSES, ReviewStatus
 
 log = logging.getLogger(__name__)
 
-# Escalation reasons besides the router's (app.nlp.types.ESCALATION_REASONS).
-REASON_NOT_HELPFUL = "not_helpful"
-REASON_ASKED_FOR_HUMAN = "asked_for_human"
 
 # Priority points: each point is a head start of REVIEW_PRIORITY_STEP_SECONDS in the queue.
 PRIORITY_COMPLEX = 1  # complex intent or the complex route
@@ -68,7 +66,7 @@ def compute_priority(
     )
     if (customer_messages or 0) >= 2:
         priority += PRIORITY_ASKED_AGAIN
-    if reason in (REASON_ASKED_FOR_HUMAN, REASON_NOT_HELPFUL):
+    if reason in CUSTOMER_REASONS:
         priority += PRIORITY_ASKED_FOR_HUMAN
     return priority
 
@@ -103,7 +101,7 @@ def escalate(
 
     existing = session.scalar(
         select(ReviewItem).where(
-            ReviewItem.message_id == message.id, ReviewItem.status.in_(("pending", "claimed"))
+            ReviewItem.message_id == message.id, ReviewItem.status.in_(OPEN_STATUSES)
         )
     )
     if existing is not None:
@@ -116,7 +114,7 @@ def escalate(
         reason=(reason or "unspecified")[:64],
         intent=intent,
         route=route,
-        status="pending",
+        status=ReviewStatus.PENDING,
         priority=compute_priority(
             session, conversation_id=conversation.id, reason=reason, intent=intent, route=route
         ),
@@ -152,13 +150,6 @@ class ReviewError(Exception):
     """An action the reviewer cannot take (shown to them as a message, never a 500)."""
 
 
-def _next_seq(session: Session, conversation_id: str) -> int:
-    current = session.scalar(
-        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
-    )
-    return 0 if current is None else current + 1
-
-
 def _close_item(
     session: Session,
     item: ReviewItem,
@@ -171,8 +162,8 @@ def _close_item(
     draft_unchanged: bool | None = None,
 ) -> None:
     """Close ``item`` if this reviewer holds it (or nobody does); commit with the reply."""
-    guard = (ReviewItem.status == "pending") | (
-        (ReviewItem.status == "claimed") & (ReviewItem.claimed_by == reviewer_id)
+    guard = (ReviewItem.status == ReviewStatus.PENDING) | (
+        (ReviewItem.status == ReviewStatus.CLAIMED) & (ReviewItem.claimed_by == reviewer_id)
     )
     values = {
         "status": status,
@@ -234,7 +225,7 @@ def _agent_message(
 ) -> Message:
     message = Message(
         conversation_id=item.conversation_id,
-        seq=_next_seq(session, item.conversation_id),
+        seq=next_seq(session, item.conversation_id),
         role="agent",
         text=text,
         html=html,
@@ -261,7 +252,7 @@ def send_reply(session: Session, item: ReviewItem, reviewer_id: int, text: str) 
         session,
         item,
         reviewer_id,
-        status="resolved",
+        status=ReviewStatus.RESOLVED,
         resolution="reply",
         reply=reply,
         draft_unchanged=unchanged,
@@ -290,7 +281,7 @@ def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slu
         session,
         item,
         reviewer_id,
-        status="resolved",
+        status=ReviewStatus.RESOLVED,
         resolution="article",
         reply=reply,
         draft_unchanged=unchanged,
@@ -311,7 +302,9 @@ def _article_text(article: Article) -> str:
 def discard(session: Session, item: ReviewItem, reviewer_id: int, reason: str) -> None:
     """Close the item without replying (spam, duplicate, already answered...)."""
     reason = clean_text(reason, 500, "discard reason")
-    _close_item(session, item, reviewer_id, status="discarded", resolution="discard", note=reason)
+    _close_item(
+        session, item, reviewer_id, status=ReviewStatus.DISCARDED, resolution="discard", note=reason
+    )
 
 
 def clean_text(value: str | None, limit: int, what: str) -> str:

@@ -16,18 +16,18 @@ from sqlalchemy import Integer, and_, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.models import Article, Message, ReviewItem, TrainingExample, utcnow
+from app.vocab import CLOSED_STATUSES, ReviewStatus
 
 log = logging.getLogger(__name__)
 
-CLOSED_STATUSES = ("resolved", "discarded")
 SERIES_POINTS = 48
 
 
 def _waiting_clause(now: datetime):
     """Rows a reviewer could take now: pending, or claimed with a lease that ran out."""
     return or_(
-        ReviewItem.status == "pending",
-        and_(ReviewItem.status == "claimed", ReviewItem.lease_expires_at < now),
+        ReviewItem.status == ReviewStatus.PENDING,
+        and_(ReviewItem.status == ReviewStatus.CLAIMED, ReviewItem.lease_expires_at < now),
     )
 
 
@@ -44,7 +44,7 @@ def queue_counts(session: Session, queue) -> dict[str, Any]:
         select(func.count(ReviewItem.id), func.min(ReviewItem.created_at)).where(waiting)
     ).one()
     claimed = session.scalar(
-        select(func.count(ReviewItem.id)).where(ReviewItem.status == "claimed", ~waiting)
+        select(func.count(ReviewItem.id)).where(ReviewItem.status == ReviewStatus.CLAIMED, ~waiting)
     )
     resolved = session.scalar(
         select(func.count(ReviewItem.id)).where(ReviewItem.status.in_(CLOSED_STATUSES))

@@ -1,0 +1,56 @@
+"""The words tierdesk's layers share: why a question went to a person, and where a review item
+or a conversation stands.
+
+One module so that the router, the chat service, the review queue and the console spell them
+the same way. The members are ``StrEnum``s: they compare equal to, and are stored as, their
+plain string values, so database rows and JSON bodies are unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Why a message was escalated to a person (``None`` when the bot answered it)."""
+
+    # Decided by the router (app/nlp/router.py).
+    BELOW_THRESHOLD = "below_threshold"  # calibrated confidence under tau_review
+    AMBIGUOUS = "ambiguous"  # top-1/top-2 margin too small on the final tier
+    TIERS_DISAGREE = "tiers_disagree"  # FastText and BERT intent distributions diverge (KL)
+    OUT_OF_SCOPE = "out_of_scope"  # nothing in the knowledge base fits
+    DEGRADED = "degraded"  # the careful tier was unavailable or busy and the fast tier unsure
+    SPARE_CAPACITY = "spare_capacity"  # over tau_review, but reviewers had budget left
+    # Decided by the chat service (app/chat/service.py).
+    MODELS_UNAVAILABLE = "models_unavailable"  # no trained models are loaded
+    ENGINE_ERROR = "engine_error"  # the engine raised; the customer still gets a person
+    NO_ANSWER = "no_answer"  # the router answered but the article is gone
+    # Asked for by the customer.
+    ASKED_FOR_HUMAN = "asked_for_human"  # "talk to a person"
+    NOT_HELPFUL = "not_helpful"  # a thumbs-down on the bot's answer
+
+
+# The reasons a router decision can carry.
+ROUTER_REASONS = (
+    Reason.BELOW_THRESHOLD,
+    Reason.AMBIGUOUS,
+    Reason.TIERS_DISAGREE,
+    Reason.OUT_OF_SCOPE,
+    Reason.DEGRADED,
+    Reason.SPARE_CAPACITY,
+)
+# The customer asked for a person: such items are never drafts to approve.
+CUSTOMER_REASONS = (Reason.ASKED_FOR_HUMAN, Reason.NOT_HELPFUL)
+
+
+class ReviewStatus(StrEnum):
+    """Where a review item stands."""
+
+    PENDING = "pending"  # waiting for a reviewer
+    CLAIMED = "claimed"  # a reviewer holds it under a lease
+    RESOLVED = "resolved"  # a reply reached the customer
+    DISCARDED = "discarded"  # closed without a reply
+
+
+OPEN_STATUSES = (ReviewStatus.PENDING, ReviewStatus.CLAIMED)
+CLOSED_STATUSES = (ReviewStatus.RESOLVED, ReviewStatus.DISCARDED)
