@@ -25,7 +25,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     configure_logging(app.config["LOG_JSON"], app.config["LOG_LEVEL"])
 
-    from app import db, health, metrics, services
+    from app import db, health, metrics, privacy, services
+
+    privacy.init_app(app)  # first: masking is on before anything logs or stores
 
     db.init_app(app)
     services.init_app(app)  # Redis client, NLP engine, review queue

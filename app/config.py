@@ -93,6 +93,10 @@ class Config:
         # Console logins: this many failures per IP and e-mail within the window locks them out.
         self.LOGIN_MAX_FAILURES = _env_int("TIERDESK_LOGIN_MAX_FAILURES", 5)
         self.LOGIN_WINDOW_SECONDS = _env_int("TIERDESK_LOGIN_WINDOW_SECONDS", 900)
+        # PII masking before storage (app/privacy/pii.py): the detectors on (all by default;
+        # "off" for none) and extra patterns as a JSON object {"label": "regex"}.
+        self.PII_DETECTORS = _env("TIERDESK_PII_DETECTORS")
+        self.PII_PATTERNS = _env("TIERDESK_PII_PATTERNS")
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).

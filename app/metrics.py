@@ -88,12 +88,18 @@ def _start_timer() -> None:
     g._metrics_start = time.perf_counter()
 
 
+# Label values come from fixed sets only (route names, known methods, vocabulary), never from
+# what a client sent: no customer text (and no unbounded cardinality) in /metrics.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 def _record(response: Response) -> Response:
     start = g.pop("_metrics_start", None)
     endpoint = request.endpoint or "unmatched"
+    method = request.method if request.method in _METHODS else "other"
     if start is not None:
         HTTP_LATENCY.labels(endpoint).observe(time.perf_counter() - start)
-    HTTP_REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
+    HTTP_REQUESTS.labels(endpoint, method, str(response.status_code)).inc()
     return response
 
 

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from app.vocab import ReviewStatus
+from app.vocab import ReviewStatus, Role
 
 
 def utcnow() -> datetime:
@@ -96,9 +96,13 @@ class Conversation(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     client_key: Mapped[str | None] = mapped_column(String(64))  # hashed client address
+    # HMAC of the customer id a host page verified (app/privacy/identity.py); None: anonymous
+    customer_ref: Mapped[str | None] = mapped_column(String(64), index=True)
     status: Mapped[str] = mapped_column(String(24), default="open")  # open | pending_review
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime, default=utcnow, onupdate=utcnow, index=True
+    )
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="conversation", order_by="Message.seq"
@@ -146,6 +150,7 @@ class Reviewer(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     email: Mapped[str] = mapped_column(String(320), unique=True)
     password_hash: Mapped[str] = mapped_column(String(300))
+    role: Mapped[str] = mapped_column(String(16), default=Role.REVIEWER.value)  # admin | reviewer
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     last_login_at: Mapped[datetime | None] = mapped_column(DateTime)
@@ -177,6 +182,36 @@ class ReviewItem(Base):
     draft_unchanged: Mapped[bool | None] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class PiiRef(Base):
+    """A keyed digest (HMAC-SHA256 with SECRET_KEY) of an e-mail address a customer typed in a
+    conversation: the text itself is stored masked, and this lets ``tierdesk privacy export
+    --email`` find the conversation without keeping the address."""
+
+    __tablename__ = "pii_refs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # email
+    digest: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AuditEvent(Base):
+    """Who did what and when: every admin action and every reviewer reply (app/review/audit.py).
+    ``actor`` keeps the e-mail as it was, so the log reads the same after an account changes;
+    ``detail`` never holds customer text (an erasure records its counts, not what was erased)."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("reviewers.id"))
+    actor: Mapped[str] = mapped_column(String(320))  # e-mail, or "cli" / "scheduler"
+    action: Mapped[str] = mapped_column(String(48), index=True)
+    target: Mapped[str | None] = mapped_column(String(200))
+    detail: Mapped[dict | None] = mapped_column(JSON)
 
 
 class SystemState(Base):

@@ -54,3 +54,24 @@ class ReviewStatus(StrEnum):
 
 OPEN_STATUSES = (ReviewStatus.PENDING, ReviewStatus.CLAIMED)
 CLOSED_STATUSES = (ReviewStatus.RESOLVED, ReviewStatus.DISCARDED)
+
+
+class Role(StrEnum):
+    """What a console account may do."""
+
+    ADMIN = "admin"  # reviewers, retention, erasure and model activation, and the queue
+    REVIEWER = "reviewer"  # works the queue
+
+
+class AuditAction(StrEnum):
+    """What the audit log records (app/review/audit.py)."""
+
+    REPLY = "reply"  # a reviewer answered a customer (free text or an article)
+    DISCARD = "discard"
+    REVIEWER_ADD = "reviewer_add"
+    REVIEWER_UPDATE = "reviewer_update"  # role, password or active changed
+    ERASE = "erase"  # a customer's data was erased (counts only)
+    EXPORT = "export"  # a customer's data was exported
+    PURGE = "purge"  # the retention job deleted expired conversations
+    MODEL_ACTIVATE = "model_activate"
+    LOGIN = "login"

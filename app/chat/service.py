@@ -9,6 +9,10 @@ Every customer message becomes a ``Message(role="customer")`` row and every turn
   the reviewer; customers see only a "a person will answer shortly" notice in its place.
 
 A reviewer's reply arrives later as a ``Message(role="agent")`` written by the console.
+
+The engine sees the customer's text as typed; what is stored (the message, the trace, a
+feedback comment) is masked first (``app.privacy.mask``), and e-mail addresses are kept only as
+keyed digests (``app.privacy.refs``) so that an export or erasure can find the conversation.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from flask import url_for
+from flask import current_app, url_for
 from sqlalchemy import JSON, func, null, select
 from sqlalchemy.orm import Session
 
@@ -37,6 +41,8 @@ from app.models import (
     utcnow,
 )
 from app.nlp.types import Decision
+from app.privacy import get_masker
+from app.privacy.refs import email_refs
 from app.vocab import OPEN_STATUSES, Reason
 
 log = logging.getLogger(__name__)
@@ -187,8 +193,10 @@ def handle_message(
     new_conversation = conversation is None
     if conversation is None:
         conversation = Conversation(id=new_id(), client_key=client_key, status="open")
+    masker = get_masker()
     trace = _json_safe(decision.trace) if decision is not None else {}
-    trace = {**trace, "escalation_reason": reason}
+    trace = masker.mask_value({**trace, "escalation_reason": reason})
+    refs = email_refs(current_app.config["SECRET_KEY"], conversation.id, masker.emails(text))
     route = decision.route if decision is not None else None
     intent = decision.intent if decision is not None else None
     customer = Message(
@@ -196,7 +204,7 @@ def handle_message(
         conversation_id=conversation.id,
         seq=seq,
         role="customer",
-        text=text,
+        text=masker.mask(text),
         route=route,
         intent=intent,
     )
@@ -218,11 +226,15 @@ def handle_message(
     if reason:
         if new_conversation:
             session.add(conversation)
-        session.add_all([customer, bot])
+        session.add_all([customer, bot, *refs])
         _escalate(session, conversation, customer, reason, bot if decision is not None else None)
     else:
         _store_answered_turn(
-            session, conversation if new_conversation else None, [customer, bot], relaxed_commit
+            session,
+            conversation if new_conversation else None,
+            [customer, bot],
+            relaxed_commit,
+            refs,
         )
     return Turn(conversation, customer, bot, article if not reason else None, suggestions)
 
@@ -232,6 +244,7 @@ def _store_answered_turn(
     new_conversation: Conversation | None,
     messages: list[Message],
     relaxed_commit: bool,
+    extra: list | None = None,
 ) -> None:
     """One transaction of plain Core INSERTs: an answered turn is the hot path, and the ORM's
     unit of work cost several times more than the INSERTs themselves (measured here)."""
@@ -247,6 +260,8 @@ def _store_answered_turn(
     if conversation_rows:
         session.execute(Conversation.__table__.insert(), conversation_rows)
     session.execute(Message.__table__.insert(), message_rows)
+    if extra:
+        session.add_all(extra)  # after the conversation row: they refer to it
     session.commit()
 
 
@@ -361,7 +376,7 @@ def record_feedback(
     session: Session, message: Message, helpful: bool, comment: str | None
 ) -> FeedbackOutcome:
     """Store a vote on an answer; "not helpful" hands the question to a person (once)."""
-    feedback = Feedback(message_id=message.id, helpful=helpful, comment=comment)
+    feedback = Feedback(message_id=message.id, helpful=helpful, comment=get_masker().mask(comment))
     session.add(feedback)
     session.flush()
     conversation = session.get(Conversation, message.conversation_id)

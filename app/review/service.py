@@ -2,6 +2,9 @@
 
 Every operation writes the database first and commits; Redis is touched afterwards and its
 errors are logged and swallowed, because the reconciler rebuilds the queue from the rows.
+
+What a reviewer types is masked like customer text before it is stored (a reply that repeats a
+card number keeps its last four digits only), and every reply and discard is audited.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from app.models import (
     next_seq,
     utcnow,
 )
+from app.privacy import mask
+from app.review import audit
 from app.state import KB_REVISION, bump_revision
-from app.vocab import CUSTOMER_REASONS, OPEN_STATUSES, ReviewStatus
+from app.vocab import CUSTOMER_REASONS, OPEN_STATUSES, AuditAction, ReviewStatus
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +127,7 @@ def escalate(
     session.add(item)
     conversation.status = "pending_review"
     session.commit()
-    metrics.ESCALATIONS.labels(item.reason).inc()
+    metrics.ESCALATIONS.labels(mask(item.reason)).inc()
     _enqueue(item)
     return item
 
@@ -197,6 +202,13 @@ def _close_item(
     conversation = session.get(Conversation, item.conversation_id)
     if conversation is not None and not still_open:
         conversation.status = "open"
+    audit.record(
+        session,
+        AuditAction.DISCARD if status == ReviewStatus.DISCARDED else AuditAction.REPLY,
+        reviewer_id=reviewer_id,
+        target=f"review_item:{item.id}",
+        detail={"resolution": resolution, "conversation_id": item.conversation_id},
+    )
     session.commit()
     session.refresh(item)
     _forget(item.id)
@@ -244,7 +256,7 @@ def _same_text(a: str | None, b: str | None) -> bool:
 
 def send_reply(session: Session, item: ReviewItem, reviewer_id: int, text: str) -> Message:
     """Send ``text`` to the customer as the reviewer's reply and resolve the item."""
-    text = clean_text(text, MAX_REPLY_CHARS, "reply")
+    text = mask(clean_text(text, MAX_REPLY_CHARS, "reply"))
     draft = draft_of(session, item)
     unchanged = _same_text(text, draft.text) if draft is not None and draft.text else None
     reply = _agent_message(session, item, reviewer_id, text)
@@ -301,7 +313,7 @@ def _article_text(article: Article) -> str:
 
 def discard(session: Session, item: ReviewItem, reviewer_id: int, reason: str) -> None:
     """Close the item without replying (spam, duplicate, already answered...)."""
-    reason = clean_text(reason, 500, "discard reason")
+    reason = mask(clean_text(reason, 500, "discard reason"))
     _close_item(
         session, item, reviewer_id, status=ReviewStatus.DISCARDED, resolution="discard", note=reason
     )
@@ -332,7 +344,7 @@ def known_intents(session: Session) -> list[str]:
 def teach_intent(session: Session, text: str, intent: str) -> tuple[TrainingExample, bool]:
     """Store ``text`` as a training example of ``intent`` (origin "reviewer"); the next
     ``tierdesk train`` learns it. Returns the example and whether it is new."""
-    text = clean_text(text, 2000, "example")
+    text = mask(clean_text(text, 2000, "example"))
     intent = (intent or "").strip()
     if intent not in known_intents(session):
         raise ReviewError(f"Unknown intent {intent!r}.")
@@ -354,7 +366,7 @@ def teach_question(session: Session, text: str, slug: str) -> tuple[Article, boo
 
     Running servers rebuild their retrieval indexes when the KB revision moves; the intent
     models learn the question at the next ``tierdesk train``."""
-    text = clean_text(text, 2000, "question")
+    text = mask(clean_text(text, 2000, "question"))
     article = session.scalar(select(Article).where(Article.slug == slug))
     if article is None:
         raise ReviewError(f"No article with the slug {slug!r}.")
@@ -384,7 +396,7 @@ def teach_article(
     """Create a published article answering ``question`` (kept as its first alternate)."""
     title = clean_text(title, 500, "title")
     body = clean_text(body, 20000, "article body")
-    question = clean_text(question, 2000, "question")
+    question = mask(clean_text(question, 2000, "question"))
     category = (category or "").strip() or None
     slug = slugify(title)
     if session.scalar(select(Article.id).where(Article.slug == slug)) is not None:
