@@ -146,7 +146,9 @@ def test_pii_through_api_and_console_is_stored_masked(
         refs = session.query(PiiRef).filter_by(conversation_id=conversation_id).all()
         assert {r.digest for r in refs} == {digest("test-secret", "email", EMAIL)}
         texts = [m.text for m in session.query(Message).filter_by(role="customer")]
-    assert texts[0] == "my card [card ****1111] was charged twice, mail me at [email ***@example.com]"
+    assert (
+        texts[0] == "my card [card ****1111] was charged twice, mail me at [email ***@example.com]"
+    )
 
 
 def test_detectors_can_be_switched_off(make_app):

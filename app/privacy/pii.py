@@ -231,7 +231,12 @@ class Masker:
     def __post_init__(self) -> None:
         self._chain = [BUILTIN[name] for name in self.detectors]
         self._custom = [
-            Detector(label, pattern, lambda m, label=label: (f"[{label}]", len(m.group(0))), needs_digit=False)
+            Detector(
+                label,
+                pattern,
+                lambda m, label=label: (f"[{label}]", len(m.group(0))),
+                needs_digit=False,
+            )
             for label, pattern in self.patterns.items()
         ]
 
@@ -262,7 +267,10 @@ class Masker:
         if isinstance(value, str):
             return self.mask(value)
         if isinstance(value, dict):
-            return {self.mask(k) if isinstance(k, str) else k: self.mask_value(v) for k, v in value.items()}
+            return {
+                self.mask(k) if isinstance(k, str) else k: self.mask_value(v)
+                for k, v in value.items()
+            }
         if isinstance(value, (list, tuple)):
             return [self.mask_value(v) for v in value]
         return value

@@ -109,13 +109,13 @@ PHONE_TEMPLATES = [
     "phone {} is the one on file",
 ]
 LOOKALIKE = [
-    "my order number is {}".format(digits(10)),
-    "the reference was {}".format(digits(16)),
+    f"my order number is {digits(10)}",
+    f"the reference was {digits(16)}",
     "I paid 1,250.00 EUR on 01/12/2026",
     "transaction 2026-11-30 at 10:30 for 49.99",
     "my postcode is 10115 and the app version is 8.12.3",
     "the IP was 192.168.0.1 when it failed",
-    "tracking code {} still says in transit".format(digits(12)),
+    f"tracking code {digits(12)} still says in transit",
     "you can write me at anna dot schmidt at example dot com",
     "follow us @northwindbank for news",
     "customer number 0000 1234",
@@ -130,9 +130,16 @@ def main() -> None:
     def add(text: str, pii: list[list[str]]) -> None:
         rows.append({"text": text, "pii": pii})
 
-    card_kinds = [("4", 16, [4, 4, 4, 4]), ("51", 16, [4, 4, 4, 4]), ("2221", 16, [4, 4, 4, 4]),
-                  ("37", 15, [4, 6, 5]), ("6011", 16, [4, 4, 4, 4]), ("35", 16, [4, 4, 4, 4]),
-                  ("4", 13, [4, 4, 5]), ("62", 19, [4, 4, 4, 4, 3])]
+    card_kinds = [
+        ("4", 16, [4, 4, 4, 4]),
+        ("51", 16, [4, 4, 4, 4]),
+        ("2221", 16, [4, 4, 4, 4]),
+        ("37", 15, [4, 6, 5]),
+        ("6011", 16, [4, 4, 4, 4]),
+        ("35", 16, [4, 4, 4, 4]),
+        ("4", 13, [4, 4, 5]),
+        ("62", 19, [4, 4, 4, 4, 3]),
+    ]
     for i in range(60):
         prefix, length, sizes = card_kinds[i % len(card_kinds)]
         number = card(prefix, length)
