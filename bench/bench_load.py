@@ -597,6 +597,9 @@ def run_server_and_measure(db: str, seconds: float, cache_size: int) -> dict:
         "TIERDESK_ANSWER_CACHE_SIZE": str(cache_size),
         "TIERDESK_LOG_LEVEL": "WARNING",
         "SECRET_KEY": "bench",
+        # The SQLite runs measure 2 workers on one file, which production refuses
+        # (app/security.py): the benchmark is a development set-up on purpose.
+        "TIERDESK_ENV": "development",
     }
     redis_url = _redis_url()
     if redis_url:

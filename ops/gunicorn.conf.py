@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 
+os.environ.setdefault("TIERDESK_ENV", "production")  # app/security.py: refuses unsafe settings
 bind = os.environ.get("TIERDESK_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("TIERDESK_WORKERS", "2"))
 worker_class = os.environ.get("TIERDESK_WORKER_CLASS", "sync")
