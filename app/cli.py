@@ -128,10 +128,17 @@ def serve(host: str, port: int) -> None:
 def _register_area_commands() -> None:
     from app.kb.cli import commands as kb_commands
     from app.nlp.cli import commands as nlp_commands
+    from app.privacy.cli import commands as privacy_commands
     from app.review.cli import commands as review_commands
     from app.setup_cli import commands as setup_commands
 
-    for command in (*setup_commands, *kb_commands, *nlp_commands, *review_commands):
+    for command in (
+        *setup_commands,
+        *kb_commands,
+        *nlp_commands,
+        *review_commands,
+        *privacy_commands,
+    ):
         if not isinstance(command, click.Group) and command.callback is not None:
             # FlaskGroup pushes an app context only for app.cli commands, not its own.
             command.callback = with_appcontext(command.callback)

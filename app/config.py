@@ -102,6 +102,11 @@ class Config:
         # "off" for none) and extra patterns as a JSON object {"label": "regex"}.
         self.PII_DETECTORS = _env("TIERDESK_PII_DETECTORS")
         self.PII_PATTERNS = _env("TIERDESK_PII_PATTERNS")
+        # Retention (app/privacy/retention.py): days without activity before a conversation is
+        # deleted, and before a taught example is (longer); 0 keeps them. Checked this often.
+        self.RETENTION_DAYS = _env_int("TIERDESK_RETENTION_DAYS", 0)
+        self.TRAINING_RETENTION_DAYS = _env_int("TIERDESK_TRAINING_RETENTION_DAYS", 0)
+        self.RETENTION_INTERVAL_SECONDS = _env_int("TIERDESK_RETENTION_INTERVAL_SECONDS", 3600)
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).

@@ -13,6 +13,8 @@ from app.models import SystemState
 
 KB_REVISION = "kb_revision"
 MODEL_REVISION = "model_revision"
+# Moves at every erasure: running servers drop their cached answers (app/privacy/erasure.py).
+ERASURE_REVISION = "erasure_revision"
 
 
 def get_revision(session: Session, key: str) -> int:

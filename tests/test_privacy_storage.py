@@ -12,7 +12,7 @@ import logging
 import re
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from fixtures_privacy import database_dump, redis_dump
 
 from app.db import session_scope
 from app.models import Message, PiiRef, ReviewItem
@@ -39,39 +39,6 @@ NEEDLES = set().union(*(_forms(v) for v in ORIGINALS)) | {"anna.schmidt", "79460
 
 def _leaks(blob: str) -> list[str]:
     return sorted(n for n in NEEDLES if n in blob)
-
-
-def database_dump(url: str) -> str:
-    engine = create_engine(url)
-    parts = []
-    with engine.connect() as conn:
-        for table in inspect(conn).get_table_names():
-            for row in conn.execute(text(f'SELECT * FROM "{table}"')):
-                parts.append(f"{table}: {tuple(row)!r}")
-    engine.dispose()
-    return "\n".join(parts)
-
-
-def redis_dump(client, prefix: str) -> str:
-    parts = []
-    for key in client.scan_iter(match=f"{prefix}*", count=1000):
-        kind = client.type(key)
-        if kind == "string":
-            value = client.get(key)
-        elif kind == "hash":
-            value = client.hgetall(key)
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        elif kind == "set":
-            value = client.smembers(key)
-        elif kind == "stream":
-            value = client.xrange(key)
-        else:
-            value = kind
-        parts.append(f"{key}: {value!r}")
-    return "\n".join(parts)
 
 
 def test_pii_through_api_and_console_is_stored_masked(

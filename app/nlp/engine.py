@@ -101,6 +101,7 @@ class Engine:
         self._next_check = 0.0
         self._check_lock = threading.Lock()
         self._shown_threshold: float | None = None  # last value of the effective-threshold gauge
+        self._erasures: int | None = None  # erasure revision the answer cache was checked at
 
     # -- loading -------------------------------------------------------------------------
 
@@ -122,10 +123,17 @@ class Engine:
 
     def _read_revisions(self) -> tuple[int, int]:
         from app.db import session_scope
-        from app.state import KB_REVISION, MODEL_REVISION, get_revision
+        from app.state import ERASURE_REVISION, KB_REVISION, MODEL_REVISION, get_revision
 
         with session_scope(self._db_url()) as session:
-            return get_revision(session, KB_REVISION), get_revision(session, MODEL_REVISION)
+            erasures = get_revision(session, ERASURE_REVISION)
+            revisions = get_revision(session, KB_REVISION), get_revision(session, MODEL_REVISION)
+        if erasures != self._erasures:
+            # A customer's data was erased (app/privacy/erasure.py): drop every cached answer
+            # (keys are the questions as typed) in this process too.
+            self._erasures = erasures
+            self._cache.clear()
+        return revisions
 
     def _build(self):
         from app.nlp.training import current_version, version_folder
@@ -365,6 +373,10 @@ class Engine:
         if self._cache.size > 0 and decision.escalation_reason != Reason.SPARE_CAPACITY:
             self._cache.put(key, dataclasses.replace(decision, trace=dict(decision.trace)))
         return decision
+
+    def forget_cached_answers(self) -> None:
+        """Drop every cached answer now (an erasure in this process)."""
+        self._cache.clear()
 
     def status(self) -> dict:
         router = self._router

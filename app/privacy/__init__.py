@@ -13,6 +13,7 @@ digests of e-mail addresses and customer ids), ``erasure`` (export and erase), `
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from flask import Flask, current_app, has_app_context
@@ -22,6 +23,8 @@ from app.privacy.pii import Masker, PatternError
 __all__ = ["Masker", "PatternError", "get_masker", "init_app", "mask", "mask_value"]
 
 MASKER_KEY = "tierdesk.masker"
+RETENTION_KEY = "tierdesk.retention_scheduler"
+_retention_lock = threading.Lock()
 _DEFAULT = Masker()
 
 
@@ -50,3 +53,31 @@ def init_app(app: Flask) -> None:
     from app.logging_setup import mask_log_records
 
     mask_log_records(masker if app.config.get("PII_MASK_LOGS", True) else None)
+
+    from app.privacy.retention import check_settings
+
+    check_settings(app.config)
+    app.before_request(_start_retention_once)
+
+
+def _start_retention_once() -> None:
+    """Start the retention job in a serving process at its first request (as the review
+    reconciler does: not in CLI commands, not in a gunicorn master before the fork)."""
+    app = current_app._get_current_object()
+    if RETENTION_KEY in app.extensions:
+        return
+    with _retention_lock:
+        if RETENTION_KEY in app.extensions:
+            return
+        config = app.config
+        interval = int(config.get("RETENTION_INTERVAL_SECONDS") or 0)
+        wanted = config.get("RETENTION_DAYS") or config.get("TRAINING_RETENTION_DAYS")
+        if app.testing or not wanted or interval <= 0:
+            app.extensions[RETENTION_KEY] = None
+            return
+        from app.privacy.retention import RetentionScheduler
+        from app.services import get_redis, get_review_queue
+
+        scheduler = RetentionScheduler(config, get_redis(), get_review_queue(), interval)
+        scheduler.start()
+        app.extensions[RETENTION_KEY] = scheduler
