@@ -73,5 +73,5 @@ class AuditAction(StrEnum):
     ERASE = "erase"  # a customer's data was erased (counts only)
     EXPORT = "export"  # a customer's data was exported
     PURGE = "purge"  # the retention job deleted expired conversations
+    RETENTION_SET = "retention_set"  # an admin changed the retention days
     MODEL_ACTIVATE = "model_activate"
-    LOGIN = "login"

@@ -71,8 +71,8 @@ def _start_retention_once() -> None:
             return
         config = app.config
         interval = int(config.get("RETENTION_INTERVAL_SECONDS") or 0)
-        wanted = config.get("RETENTION_DAYS") or config.get("TRAINING_RETENTION_DAYS")
-        if app.testing or not wanted or interval <= 0:
+        # Started even with retention 0: an admin may turn it on from the console.
+        if app.testing or interval <= 0:
             app.extensions[RETENTION_KEY] = None
             return
         from app.privacy.retention import RetentionScheduler

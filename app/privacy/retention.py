@@ -8,7 +8,8 @@ every ``TIERDESK_RETENTION_INTERVAL_SECONDS`` (a Redis lock lets one process at 
 work) and as ``tierdesk privacy purge``; each run reports and audits what it removed.
 
 A conversation's age is its last message (or its creation when it has none): a conversation
-started long ago and still going is kept.
+started long ago and still going is kept. An admin may override both settings from the console
+(``system_state`` rows, read at every run); the environment gives the defaults.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 BATCH = 500
 PAUSE_SECONDS = 0.05  # between batches: room for the chat path's writes
 LOCK_KEY = "privacy:retention_lock"
+OVERRIDES = {"RETENTION_DAYS": "retention_days", "TRAINING_RETENTION_DAYS": "training_retention_days"}
 
 
 class RetentionSettingsError(ValueError):
@@ -53,6 +55,38 @@ def check_settings(config: Mapping[str, Any]) -> None:
             f"TIERDESK_TRAINING_RETENTION_DAYS ({training}) must be at least "
             f"TIERDESK_RETENTION_DAYS ({days}): taught examples are kept longer than chats"
         )
+
+
+def effective_settings(config: Mapping[str, Any]) -> dict[str, int]:
+    """The retention days in force: an admin's override from the console, else the setting."""
+    from app.models import SystemState
+
+    out = {key: int(config.get(key) or 0) for key in OVERRIDES}
+    with session_scope(config["SQLALCHEMY_DATABASE_URI"]) as session:
+        rows = dict(
+            session.execute(
+                select(SystemState.key, SystemState.value).where(
+                    SystemState.key.in_(list(OVERRIDES.values()))
+                )
+            ).all()
+        )
+    for key, state_key in OVERRIDES.items():
+        if state_key in rows:
+            out[key] = int(rows[state_key])
+    return out
+
+
+def set_overrides(session, days: int, training_days: int) -> None:
+    """Store an admin's retention days (checked like the settings; the caller commits)."""
+    from app.models import SystemState
+
+    check_settings({"RETENTION_DAYS": days, "TRAINING_RETENTION_DAYS": training_days})
+    for state_key, value in zip(OVERRIDES.values(), (days, training_days), strict=True):
+        row = session.get(SystemState, state_key)
+        if row is None:
+            session.add(SystemState(key=state_key, value=str(value)))
+        else:
+            row.value = str(value)
 
 
 @dataclass
@@ -133,8 +167,9 @@ def purge(
     started = time.perf_counter()
     now = now or utcnow()
     url = config["SQLALCHEMY_DATABASE_URI"]
-    days = int(config.get("RETENTION_DAYS") or 0)
-    training_days = int(config.get("TRAINING_RETENTION_DAYS") or 0)
+    settings = effective_settings(config)
+    days = settings["RETENTION_DAYS"]
+    training_days = settings["TRAINING_RETENTION_DAYS"]
     report = PurgeReport(dry_run=dry_run)
     report.cutoff = now - timedelta(days=days) if days else None
     report.training_cutoff = now - timedelta(days=training_days) if training_days else None

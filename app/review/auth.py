@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.models import Reviewer, utcnow
+from app.vocab import Role
 
 log = logging.getLogger(__name__)
 
@@ -60,18 +61,36 @@ def validate_password(password: str) -> str:
     return password
 
 
-def add_reviewer(session: Session, email: str, password: str, *, reset: bool = False) -> Reviewer:
-    """Create a reviewer (or, with ``reset``, set an existing one's password and reactivate)."""
+def validate_role(role: str) -> str:
+    role = (role or "").strip().lower()
+    if role not in set(Role):
+        raise AccountError(f"unknown role {role!r}: choose {' or '.join(Role)}")
+    return role
+
+
+def add_reviewer(
+    session: Session,
+    email: str,
+    password: str,
+    *,
+    reset: bool = False,
+    role: str | None = None,
+) -> Reviewer:
+    """Create a reviewer (or, with ``reset``, set an existing one's password and reactivate);
+    ``role`` is ``reviewer`` for a new account unless given, unchanged on a reset."""
     email = validate_email(email)
     validate_password(password)
+    role = validate_role(role) if role is not None else None
     reviewer = session.scalar(select(Reviewer).where(Reviewer.email == email))
     if reviewer is not None and not reset:
         raise AccountError(
             f"a reviewer with the e-mail {email} exists (use --reset to set a new password)"
         )
     if reviewer is None:
-        reviewer = Reviewer(email=email, password_hash="")
+        reviewer = Reviewer(email=email, password_hash="", role=role or Role.REVIEWER)
         session.add(reviewer)
+    elif role is not None:
+        reviewer.role = role
     reviewer.password_hash = generate_password_hash(password)
     reviewer.active = True
     session.flush()

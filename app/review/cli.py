@@ -35,13 +35,30 @@ def _read_password(from_stdin: bool) -> str:
     help="Read the password from the first line of standard input (for scripts).",
 )
 @click.option("--reset", is_flag=True, help="Set a new password for an existing reviewer.")
-def reviewer_add(email: str, password_stdin: bool, reset: bool) -> None:
+@click.option(
+    "--role",
+    type=click.Choice(["admin", "reviewer"]),
+    default=None,
+    help="admin: manages reviewers, retention, erasure and models; reviewer (default for a "
+    "new account): works the queue.",
+)
+def reviewer_add(email: str, password_stdin: bool, reset: bool, role: str | None) -> None:
     """Create a reviewer account; the password is prompted twice (or read from stdin)."""
+    from app.review import audit
+    from app.vocab import AuditAction
+
     password = _read_password(password_stdin)
     try:
         with session_scope(current_app.config["SQLALCHEMY_DATABASE_URI"]) as session:
-            reviewer = add_reviewer(session, email, password, reset=reset)
+            reviewer = add_reviewer(session, email, password, reset=reset, role=role)
             email = reviewer.email
+            audit.record(
+                session,
+                AuditAction.REVIEWER_UPDATE if reset else AuditAction.REVIEWER_ADD,
+                actor="cli",
+                target=f"reviewer:{email}",
+                detail={"role": reviewer.role},
+            )
     except AccountError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"reviewer {email} {'updated' if reset else 'added'}")
@@ -57,7 +74,7 @@ def reviewer_list() -> None:
         for r in reviewers:
             last = r.last_login_at.strftime("%Y-%m-%d %H:%M") if r.last_login_at else "never"
             state = "active" if r.active else "disabled"
-            click.echo(f"{r.email}\t{state}\tcreated {r.created_at:%Y-%m-%d}\tlast login {last}")
+            click.echo(f"{r.email}\t{state}\t{r.role}\tcreated {r.created_at:%Y-%m-%d}\tlast login {last}")
 
 
 @click.group("review", cls=AppGroup)

@@ -27,6 +27,7 @@ from werkzeug.exceptions import HTTPException, NotFound
 from app.db import get_session
 from app.models import Article, Message, Reviewer, ReviewItem, utcnow
 from app.review import auth, service
+from app.review.admin import bp as admin_bp
 from app.review.queue import Reconciler
 from app.review.stats import dashboard
 from app.review.svg import bar_chart, line_chart
@@ -35,6 +36,7 @@ from app.services import get_engine, get_redis, get_review_queue
 from app.vocab import OPEN_STATUSES, ReviewStatus
 
 bp = Blueprint("console", __name__, template_folder="templates")
+bp.register_blueprint(admin_bp, url_prefix="/admin")  # /console/admin: admins only
 
 PUBLIC_ENDPOINTS = {"console.login"}
 RECONCILER_KEY = "tierdesk.review_reconciler"
