@@ -118,6 +118,9 @@ class Config:
         self.SMTP_STARTTLS = _env_bool("TIERDESK_SMTP_STARTTLS", False)
         # When people answer, e.g. "mon-fri 09:00-17:00 Europe/Berlin" (empty: always).
         self.BUSINESS_HOURS = _env("TIERDESK_BUSINESS_HOURS")
+        from app.notify.hours import parse_business_hours
+
+        parse_business_hours(self.BUSINESS_HOURS)  # a ValueError naming the variable
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).

@@ -369,7 +369,7 @@ def conversation_payload(session: Session, conversation: Conversation) -> dict[s
     waiting = awaiting_person(session, conversation.id)
     from flask import current_app
 
-    from app.notify.followup import availability
+    from app.notify.hours import availability
     from app.review.handoff import state_payload
 
     return {
