@@ -36,10 +36,12 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     health.init_app(app)
 
     from app.chat import bp as chat_bp
+    from app.notify.followup import bp as followup_bp
     from app.review.console import bp as console_bp
     from app.web import bp as web_bp
 
     app.register_blueprint(web_bp)
     app.register_blueprint(chat_bp, url_prefix="/api/v1")
     app.register_blueprint(console_bp, url_prefix="/console")
+    app.register_blueprint(followup_bp)
     return app

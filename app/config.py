@@ -107,6 +107,34 @@ class Config:
         self.RETENTION_DAYS = _env_int("TIERDESK_RETENTION_DAYS", 0)
         self.TRAINING_RETENTION_DAYS = _env_int("TIERDESK_TRAINING_RETENTION_DAYS", 0)
         self.RETENTION_INTERVAL_SECONDS = _env_int("TIERDESK_RETENTION_INTERVAL_SECONDS", 3600)
+        # Handoff (app/review/handoff.py): a customer kept waiting this long by the person who
+        # holds the conversation sends it back to the queue with one more priority point.
+        self.HANDOFF_REPLY_TIMEOUT_SECONDS = _env_int("TIERDESK_HANDOFF_REPLY_TIMEOUT_SECONDS", 600)
+        # The console warns (browser notification, Slack) when a question waits this long.
+        self.FIRST_RESPONSE_TARGET_SECONDS = _env_int("TIERDESK_FIRST_RESPONSE_TARGET_SECONDS", 300)
+        # Live push (app/live/): server-sent event streams; their heartbeat and lifetime.
+        self.LIVE_STREAMS = _env_bool("TIERDESK_LIVE_STREAMS", True)
+        self.LIVE_HEARTBEAT_SECONDS = _env_int("TIERDESK_LIVE_HEARTBEAT_SECONDS", 15)
+        self.LIVE_STREAM_SECONDS = _env_int("TIERDESK_LIVE_STREAM_SECONDS", 300)
+        # Outgoing notifications (app/notify/): signed webhooks, Slack, e-mail follow-up.
+        self.WEBHOOK_URLS = [
+            u.strip() for u in (_env("TIERDESK_WEBHOOK_URLS", "") or "").split(",") if u.strip()
+        ]
+        self.WEBHOOK_SECRET = _env("TIERDESK_WEBHOOK_SECRET")
+        self.SLACK_WEBHOOK_URL = _env("TIERDESK_SLACK_WEBHOOK_URL")
+        self.DELIVERY_MAX_ATTEMPTS = _env_int("TIERDESK_DELIVERY_MAX_ATTEMPTS", 10)
+        self.PUBLIC_URL = _env("TIERDESK_PUBLIC_URL", "http://127.0.0.1:8000")
+        self.SMTP_HOST = _env("TIERDESK_SMTP_HOST")
+        self.SMTP_PORT = _env_int("TIERDESK_SMTP_PORT", 25)
+        self.SMTP_FROM = _env("TIERDESK_SMTP_FROM", "support@localhost")
+        self.SMTP_USER = _env("TIERDESK_SMTP_USER")
+        self.SMTP_PASSWORD = _env("TIERDESK_SMTP_PASSWORD")
+        self.SMTP_STARTTLS = _env_bool("TIERDESK_SMTP_STARTTLS", False)
+        # When people answer, e.g. "mon-fri 09:00-17:00 Europe/Berlin" (empty: always).
+        self.BUSINESS_HOURS = _env("TIERDESK_BUSINESS_HOURS")
+        from app.notify.hours import parse_business_hours
+
+        parse_business_hours(self.BUSINESS_HOURS)  # a ValueError naming the variable
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from app.vocab import ReviewStatus, Role
+from app.vocab import ConversationState, DeliveryStatus, ReviewStatus, Role
 
 
 def utcnow() -> datetime:
@@ -98,7 +98,11 @@ class Conversation(Base):
     client_key: Mapped[str | None] = mapped_column(String(64))  # hashed client address
     # HMAC of the customer id a host page verified (app/privacy/identity.py); None: anonymous
     customer_ref: Mapped[str | None] = mapped_column(String(64), index=True)
-    status: Mapped[str] = mapped_column(String(24), default="open")  # open | pending_review
+    # A ConversationState; only app/review/handoff.py changes it.
+    status: Mapped[str] = mapped_column(String(24), default=ConversationState.BOT.value)
+    assigned_to: Mapped[int | None] = mapped_column(ForeignKey("reviewers.id"))  # with_person
+    state_changed_at: Mapped[datetime | None] = mapped_column(DateTime)
+    customer_email: Mapped[str | None] = mapped_column(String(320))  # e-mail follow-up
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime, default=utcnow, onupdate=utcnow, index=True
@@ -212,6 +216,53 @@ class AuditEvent(Base):
     action: Mapped[str] = mapped_column(String(48), index=True)
     target: Mapped[str | None] = mapped_column(String(200))
     detail: Mapped[dict | None] = mapped_column(JSON)
+
+
+class ReviewNote(Base):
+    """A reviewer's internal note on a review item: never shown to the customer."""
+
+    __tablename__ = "review_notes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("review_items.id"), index=True)
+    author_id: Mapped[int | None] = mapped_column(ForeignKey("reviewers.id"))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class CannedReply(Base):
+    """A saved reply reviewers insert into their answers."""
+
+    __tablename__ = "canned_replies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    title: Mapped[str] = mapped_column(String(200), unique=True)
+    body: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("reviewers.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Delivery(Base):
+    """One outgoing webhook call, Slack notification or e-mail (the outbox).
+
+    Written in the transaction of the change it reports, so nothing is lost across a crash or
+    restart; app/notify/outbox.py delivers it with retries and backoff."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (Index("ix_deliveries_status_next", "status", "next_attempt_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    channel: Mapped[str] = mapped_column(String(16))  # webhook | slack | email
+    target: Mapped[str] = mapped_column(String(2000))  # URL or e-mail address
+    event: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)  # the exact bytes sent (JSON, or the e-mail text)
+    status: Mapped[str] = mapped_column(String(16), default=DeliveryStatus.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    locked_until: Mapped[datetime | None] = mapped_column(DateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class SystemState(Base):

@@ -75,3 +75,24 @@ class AuditAction(StrEnum):
     PURGE = "purge"  # the retention job deleted expired conversations
     RETENTION_SET = "retention_set"  # an admin changed the retention days
     MODEL_ACTIVATE = "model_activate"
+
+
+class ConversationState(StrEnum):
+    """Who is answering a conversation (the state machine is app/review/handoff.py)."""
+
+    BOT = "bot"  # the bot answers
+    PENDING = "pending"  # waiting for a person; the bot still answers what it is sure of
+    WITH_PERSON = "with_person"  # a reviewer holds it: the bot is silent
+    RESOLVED = "resolved"  # closed by a reviewer; the customer's next message reopens it (bot)
+
+
+# A person has yet to let go of these conversations.
+HANDED_OVER_STATES = (ConversationState.PENDING, ConversationState.WITH_PERSON)
+
+
+class DeliveryStatus(StrEnum):
+    """Where an outgoing webhook, Slack notification or e-mail stands (app/notify/)."""
+
+    PENDING = "pending"  # waiting for its next attempt
+    DELIVERED = "delivered"  # the receiver accepted it (2xx, or the SMTP server took it)
+    FAILED = "failed"  # every attempt failed; kept with the last error, retried by hand

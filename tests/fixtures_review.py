@@ -196,7 +196,7 @@ def escalate_in(
 
     with app.app_context(), session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
         if conversation_id is None:
-            conversation = Conversation(status="open")
+            conversation = Conversation(status="bot")
             session.add(conversation)
             session.flush()
         else:

@@ -66,7 +66,7 @@ def test_without_models_the_message_is_stored_and_handed_to_a_person(client, db_
         "pending",
     )
     [conversation] = _rows(db_url, Conversation)
-    assert conversation.status == "pending_review"
+    assert conversation.status == "pending"  # ConversationState.PENDING
     assert conversation.client_key and "127.0.0.1" not in conversation.client_key
 
 

@@ -22,7 +22,7 @@ def test_relaxed_commit_applies_to_one_transaction_only(any_db_url):
         session.rollback()
         assert relax_commit_durability(session) is True
         assert _setting(session, dialect) in {"1", "off"}  # NORMAL / off while it lasts
-        session.add(Conversation(id="a" * 32, status="open"))
+        session.add(Conversation(id="a" * 32, status="bot"))
         session.commit()
     for _ in range(3):  # whichever pooled connection comes next has the old setting back
         with factory() as session:

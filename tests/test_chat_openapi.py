@@ -46,6 +46,8 @@ def test_the_document_is_valid_openapi_3_1(spec):
     assert set(spec["paths"]) == {
         "/chat",
         "/conversations/{conversation_id}",
+        "/conversations/{conversation_id}/events",
+        "/conversations/{conversation_id}/email",
         "/messages/{message_id}/feedback",
         "/openapi.json",
     }

@@ -112,7 +112,7 @@ def test_edit_and_send_reply_reaches_the_conversation(app, console, escalate_mes
         assert reply.role == "agent" and reply.text == "Sorry! Your card ships tomorrow."
         assert reply.in_reply_to == customer.id and reply.author_id == item.claimed_by
         assert reply.seq == 2 and reply.html is None  # after the question (0) and draft (1)
-        assert conversation.status == "open"
+        assert conversation.status == "bot"  # handed back to the bot
     queue = app.extensions["tierdesk.review_queue"]
     assert queue.queued_ids() == [] and queue.leased_ids() == []
     if "chat.conversation" in app.view_functions or any(
@@ -157,7 +157,7 @@ def test_discard_with_a_reason(app, console, escalate_message):
     item = item_row(app, item_id)
     assert item.status == "discarded" and item.resolution_note == "spam"
     with _db(app) as session:
-        assert session.get(Conversation, item.conversation_id).status == "open"
+        assert session.get(Conversation, item.conversation_id).status == "bot"
         assert not session.scalars(select(Message).where(Message.role == "agent")).all()
 
 

@@ -70,7 +70,8 @@ def test_pii_through_api_and_console_is_stored_masked(
     with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
         items = session.query(ReviewItem).order_by(ReviewItem.id).all()
         item_ids = [i.id for i in items]
-    assert len(item_ids) == 4  # no models loaded: every message went to review
+    # No models loaded: the first message went to review and the others joined its item.
+    assert len(item_ids) == 1
     page = console.get(f"/console/items/{item_ids[0]}")
     assert page.status_code == 200
     shown = page.get_data(as_text=True)
@@ -82,6 +83,14 @@ def test_pii_through_api_and_console_is_stored_masked(
         data={"text": f"We blocked {CARD} and wrote to {EMAIL}; call {PHONE} if needed."},
     )
     assert reply.status_code == 302
+    # Back with the bot, the customer's next message is a review item of its own.
+    api.post(
+        "/api/v1/chat",
+        json={"message": f"and the refund to {IBAN}?", "conversation_id": conversation_id},
+    )
+    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        item_ids = [i.id for i in session.query(ReviewItem).order_by(ReviewItem.id)]
+    assert len(item_ids) == 2
     console.post(f"/console/items/{item_ids[1]}/claim")
     console.post(
         f"/console/items/{item_ids[1]}/teach",

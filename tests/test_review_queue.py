@@ -78,7 +78,7 @@ def test_escalation_is_recorded_then_queued(app, redis_client, redis_prefix):
     assert redis_client.zscore(f"{redis_prefix}review:queue", str(item_id)) is not None
     assert metrics.ESCALATIONS.labels("below_threshold")._value.get() == before + 1
     with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
-        assert session.get(Conversation, row.conversation_id).status == "pending_review"
+        assert session.get(Conversation, row.conversation_id).status == "pending"
 
 
 def test_same_message_escalated_twice_makes_one_item(app):

@@ -112,7 +112,7 @@ def test_dashboard_figures_on_every_database(any_db_url, redis_client, redis_pre
 
     now = utcnow()
     with session_scope(any_db_url) as session:
-        conversation = Conversation(status="open")
+        conversation = Conversation(status="bot")
         session.add(conversation)
         session.flush()
         for i, route in enumerate(["simple", "simple", "simple", "complex"]):

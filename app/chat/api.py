@@ -100,6 +100,50 @@ def get_conversation(conversation_id: str):
     return jsonify(conversation_payload(session, conversation))
 
 
+def _conversation_or_404(conversation_id: str):
+    session = get_session()
+    conversation = (
+        find_conversation(session, conversation_id) if is_valid_id(conversation_id) else None
+    )
+    if conversation is None:
+        raise ApiError(404, "conversation_not_found", "No conversation has this id.")
+    return session, conversation
+
+
+@bp.get("/conversations/<conversation_id>/events")
+def conversation_events(conversation_id: str):
+    """Server-sent events of the conversation (app/live): replies, typing, state changes."""
+    from app.live.bus import conversation_channel
+    from app.live.stream import event_stream, streams_supported
+
+    _enforce_rate_limit("read", _READ_BUDGET_SCALE)
+    _session, conversation = _conversation_or_404(conversation_id)
+    if not streams_supported():
+        raise ApiError(
+            503, "live_unavailable", "Live updates are not served here; poll the conversation."
+        )
+    channel = conversation_channel(current_app.config["REDIS_PREFIX"], conversation.id)
+    return event_stream([channel], {"conversation_id": conversation.id})
+
+
+@bp.post("/conversations/<conversation_id>/email")
+def conversation_email(conversation_id: str):
+    """Leave an e-mail address: a person's replies are then also sent there."""
+    from app.chat.inputs import read_json_object
+    from app.notify.followup import valid_email
+
+    _enforce_rate_limit("write")
+    body = read_json_object()
+    session, conversation = _conversation_or_404(conversation_id)
+    raw = body.get("email")
+    email = valid_email(raw) if isinstance(raw, str) else None
+    if email is None:
+        raise ApiError(400, "invalid_email", "Give an e-mail address such as ana@example.com.")
+    conversation.customer_email = email
+    session.commit()
+    return jsonify({"conversation_id": conversation.id, "email": True})
+
+
 @bp.post("/messages/<message_id>/feedback")
 def feedback(message_id: str):
     _enforce_rate_limit("write")

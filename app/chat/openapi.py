@@ -121,8 +121,12 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {
             "conversation_id": _ID,
-            "message_id": {**_ID, "description": "The bot's message (the target of feedback)."},
-            "status": {"type": "string", "enum": ["answered", "pending_review"]},
+            "message_id": {
+                **_ID,
+                "description": "The bot's message (the target of feedback); the customer's own "
+                "message while a person holds the conversation (status with_person).",
+            },
+            "status": {"type": "string", "enum": ["answered", "pending_review", "with_person"]},
             "answer": {"oneOf": [_ref("Answer"), {"type": "null"}]},
             "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
             "route": {"type": ["string", "null"], "enum": ["simple", "complex", None]},
@@ -170,9 +174,30 @@ SCHEMAS: dict[str, Any] = {
                 "type": "boolean",
                 "description": "A person has yet to answer (poll until false).",
             },
+            "handoff": _ref("Handoff"),
             "created_at": {"type": ["string", "null"], "format": "date-time"},
             "messages": {"type": "array", "items": _ref("Message")},
         },
+    },
+    "Handoff": {
+        "type": "object",
+        "required": ["state", "agent", "people_available", "back_at", "email"],
+        "additionalProperties": False,
+        "properties": {
+            "state": {"type": "string", "enum": ["bot", "pending", "with_person", "resolved"]},
+            "agent": {**_NULLABLE_STRING, "description": "Who is answering (with_person)."},
+            "people_available": {
+                "type": "boolean",
+                "description": "False outside the configured business hours.",
+            },
+            "back_at": {"type": ["string", "null"], "format": "date-time"},
+            "email": {"type": "boolean", "description": "The customer left an e-mail address."},
+        },
+    },
+    "EmailRequest": {
+        "type": "object",
+        "required": ["email"],
+        "properties": {"email": {"type": "string", "maxLength": 320}},
     },
     "FeedbackRequest": {
         "type": "object",
@@ -241,6 +266,64 @@ def openapi_document() -> dict[str, Any]:
                         "404": _error("Unknown conversation."),
                         "403": _COMMON_ERRORS["403"],
                         "429": _RATE_LIMITED,
+                    },
+                }
+            },
+            "/conversations/{conversation_id}/events": {
+                "get": {
+                    "operationId": "conversationEvents",
+                    "summary": "Server-sent events: a person's replies, typing, handoff state.",
+                    "parameters": [
+                        {
+                            "name": "conversation_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        }
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "An event stream; each event's data is a JSON "
+                            'object with a "type": hello, message, typing, state or resync.',
+                            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        },
+                        "404": _error("Unknown conversation."),
+                        "503": _error("Live updates are not served here: poll instead."),
+                        "403": _COMMON_ERRORS["403"],
+                        "429": _RATE_LIMITED,
+                    },
+                }
+            },
+            "/conversations/{conversation_id}/email": {
+                "post": {
+                    "operationId": "conversationEmail",
+                    "summary": "Leave an e-mail address for the replies of a person.",
+                    "parameters": [
+                        {
+                            "name": "conversation_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        }
+                    ],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("EmailRequest")}},
+                    },
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["conversation_id", "email"],
+                                "properties": {
+                                    "conversation_id": _ID,
+                                    "email": {"type": "boolean"},
+                                },
+                            },
+                            "Stored.",
+                        ),
+                        "404": _error("Unknown conversation."),
+                        **_COMMON_ERRORS,
                     },
                 }
             },

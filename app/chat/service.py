@@ -43,7 +43,7 @@ from app.models import (
 from app.nlp.types import Decision
 from app.privacy import get_masker
 from app.privacy.refs import email_refs
-from app.vocab import OPEN_STATUSES, Reason
+from app.vocab import OPEN_STATUSES, ConversationState, Reason
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class Turn:
 
     conversation: Conversation
     customer: Message
-    bot: Message
+    bot: Message | None  # None while a person holds the conversation (the bot is silent)
     article: ArticleView | None
     suggestions: list[dict[str, str]]
 
@@ -130,7 +130,6 @@ def _escalate(
 ) -> None:
     from app.review.service import escalate
 
-    conversation.status = "pending_review"
     session.commit()  # the customer's message and the bot's draft are safe before anything else
     escalate(
         session,
@@ -174,10 +173,16 @@ def handle_message(
 
     The engine is asked before anything is written, so that an answered turn is a single
     transaction (with ``relaxed_commit``, one that does not wait for the disk flush).
+
+    The conversation's handoff state (app/review/handoff.py) decides who answers: with a person,
+    the bot is not asked and the message joins the reviewer's item; while pending, an unsure
+    turn joins the waiting item instead of opening another; a resolved conversation reopens.
     """
+    state = conversation.status if conversation is not None else ConversationState.BOT
+    held = state == ConversationState.WITH_PERSON
     wants_person = handoff or asks_for_human(text)
     outcome = EngineOutcome(None)
-    if handoff or not wants_person:
+    if not held and (handoff or not wants_person):
         # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
         outcome = _ask_engine(engine, text)
     decision = outcome.decision
@@ -192,7 +197,9 @@ def handle_message(
 
     new_conversation = conversation is None
     if conversation is None:
-        conversation = Conversation(id=new_id(), client_key=client_key, status="open")
+        conversation = Conversation(
+            id=new_id(), client_key=client_key, status=ConversationState.BOT
+        )
     masker = get_masker()
     trace = _json_safe(decision.trace) if decision is not None else {}
     trace = masker.mask_value({**trace, "escalation_reason": reason})
@@ -223,12 +230,25 @@ def handle_message(
         intent=intent,
         trace=trace,
     )
-    if reason:
+    if held:
+        session.add_all([customer, *refs])
+        session.commit()
+        _tell_console(conversation, customer, session)
+        return Turn(conversation, customer, None, None, [])
+    if reason and state == ConversationState.PENDING and awaiting_person(session, conversation.id):
+        session.add_all([customer, bot, *refs])  # joins the waiting item: the reviewer sees it
+        session.commit()
+        _tell_console(conversation, customer, session)
+    elif reason:
         if new_conversation:
             session.add(conversation)
         session.add_all([customer, bot, *refs])
         _escalate(session, conversation, customer, reason, bot if decision is not None else None)
     else:
+        if state == ConversationState.RESOLVED:
+            from app.review import handoff as handoff_state
+
+            handoff_state.apply(session, conversation, "reopen", strict=False)
         _store_answered_turn(
             session,
             conversation if new_conversation else None,
@@ -237,6 +257,30 @@ def handle_message(
             refs,
         )
     return Turn(conversation, customer, bot, article if not reason else None, suggestions)
+
+
+def _tell_console(conversation: Conversation, customer: Message, session: Session) -> None:
+    """A customer message that joined an open item, live in the console."""
+    from app.live.stream import get_hub
+
+    item_id = session.scalar(
+        select(func.max(ReviewItem.id)).where(
+            ReviewItem.conversation_id == conversation.id, ReviewItem.status.in_(OPEN_STATUSES)
+        )
+    )
+    get_hub().to_console(
+        {
+            "type": "message",
+            "conversation_id": conversation.id,
+            "item_id": item_id,
+            "message": {
+                "id": customer.id,
+                "role": "customer",
+                "text": customer.text,
+                "created_at": _iso(customer.created_at),
+            },
+        }
+    )
 
 
 def _store_answered_turn(
@@ -283,6 +327,16 @@ def article_ref(slug: str, title: str) -> dict[str, str]:
 def turn_payload(turn: Turn) -> dict[str, Any]:
     """The documented response of ``POST /api/v1/chat``."""
     bot = turn.bot
+    if bot is None:  # a person holds the conversation; the message is theirs to answer
+        return {
+            "conversation_id": turn.conversation.id,
+            "message_id": turn.customer.id,
+            "status": ConversationState.WITH_PERSON.value,
+            "answer": None,
+            "confidence": None,
+            "route": None,
+            "suggestions": [],
+        }
     answer = None
     if bot.status == "answered" and turn.article is not None:
         answer = {
@@ -330,13 +384,33 @@ def conversation_payload(session: Session, conversation: Conversation) -> dict[s
     slugs = {m.article_slug for m in messages if m.article_slug}
     articles = {a.slug: a for a in session.scalars(select(Article).where(Article.slug.in_(slugs)))}
     waiting = awaiting_person(session, conversation.id)
+    from flask import current_app
+
+    from app.notify.hours import availability
+    from app.review.handoff import state_payload
+
     return {
         "conversation_id": conversation.id,
         "status": "pending_review" if waiting else "open",
         "awaiting_person": waiting,
+        "handoff": {
+            **state_payload(session, conversation),
+            **availability(current_app.config),
+            "email": bool(conversation.customer_email),
+        },
         "created_at": _iso(conversation.created_at),
         "messages": [_message_payload(m, articles) for m in messages],
     }
+
+
+def public_message(session: Session, message: Message) -> dict[str, Any]:
+    """One message as the customer may see it (the conversation API's message object)."""
+    articles = {}
+    if message.article_slug:
+        article = session.scalar(select(Article).where(Article.slug == message.article_slug))
+        if article is not None:
+            articles[article.slug] = article
+    return _message_payload(message, articles)
 
 
 def _message_payload(message: Message, articles: dict[str, Article]) -> dict[str, Any]:
@@ -376,10 +450,26 @@ def record_feedback(
     session: Session, message: Message, helpful: bool, comment: str | None
 ) -> FeedbackOutcome:
     """Store a vote on an answer; "not helpful" hands the question to a person (once)."""
+    from flask import current_app
+
+    from app.notify.outbox import record_event
+
     feedback = Feedback(message_id=message.id, helpful=helpful, comment=get_masker().mask(comment))
     session.add(feedback)
     session.flush()
     conversation = session.get(Conversation, message.conversation_id)
+    record_event(
+        session,
+        current_app.config,
+        "feedback.given",
+        {
+            "conversation_id": conversation.id,
+            "message_id": message.id,
+            "role": message.role,
+            "helpful": helpful,
+            "comment": comment,
+        },
+    )
     escalated = False
     question = session.get(Message, message.in_reply_to) if message.in_reply_to else None
     if not helpful and question is not None and not _has_open_review(session, question.id):

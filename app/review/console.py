@@ -33,7 +33,7 @@ from app.review.stats import dashboard
 from app.review.svg import bar_chart, line_chart
 from app.review.trace import read_trace
 from app.services import get_engine, get_redis, get_review_queue
-from app.vocab import OPEN_STATUSES, ReviewStatus
+from app.vocab import OPEN_STATUSES, ConversationState, ReviewStatus
 
 bp = Blueprint("console", __name__, template_folder="templates")
 bp.register_blueprint(admin_bp, url_prefix="/admin")  # /console/admin: admins only
@@ -67,6 +67,9 @@ def _start_reconciler_once() -> None:
         reconciler = Reconciler(get_review_queue(), interval)
         reconciler.start()
         app.extensions[RECONCILER_KEY] = reconciler
+        from app.review.console_handoff import start_background
+
+        start_background(app)
 
 
 # -- authentication and CSRF ----------------------------------------------------------------
@@ -228,7 +231,16 @@ def claim_next():
     if claim is None:
         flash("Nothing is waiting" + (" for these filters." if any(filters.values()) else "."))
         return redirect(url_for("console.queue", **{k: v for k, v in filters.items() if v}))
+    _take_over(claim.item_id)
     return redirect(url_for("console.item", item_id=claim.item_id))
+
+
+def _take_over(item_id: int) -> None:
+    """A claim puts the conversation with this reviewer (app/review/handoff.py)."""
+    db = get_session()
+    review_item = db.get(ReviewItem, item_id)
+    if review_item is not None:
+        service.take_over(db, review_item, g.reviewer.id)
 
 
 # -- item ---------------------------------------------------------------------------------------
@@ -290,6 +302,7 @@ def item(item_id: int):
         articles=articles,
         intents=service.known_intents(db),
         now=utcnow(),
+        **console_handoff.item_context(db, review_item),
     )
 
 
@@ -316,13 +329,16 @@ def claim_item(item_id: int):
     _item_or_404(item_id)
     if get_review_queue().claim_item(item_id, g.reviewer.id) is None:
         flash("This item is not free: it was resolved or another reviewer holds it.")
+    else:
+        _take_over(item_id)
     return _back(item_id)
 
 
 @bp.post("/items/<int:item_id>/release")
 def release(item_id: int):
-    _item_or_404(item_id)
+    review_item = _item_or_404(item_id)
     if get_review_queue().release(item_id, g.reviewer.id):
+        service.return_to_queue(get_session(), review_item)
         flash("The item is back in the queue.")
         return redirect(url_for("console.queue"))
     return _back(item_id)
@@ -345,9 +361,26 @@ def _act(item_id: int, action, success: str):
 @bp.post("/items/<int:item_id>/reply")
 def reply(item_id: int):
     text = request.form.get("text", "")
+    then = request.form.get("then", ConversationState.BOT)
+    if then not in (
+        ConversationState.BOT,
+        ConversationState.WITH_PERSON,
+        ConversationState.RESOLVED,
+    ):
+        then = ConversationState.BOT
+    if then == ConversationState.WITH_PERSON:
+        db = get_session()
+        try:
+            service.send_reply(db, _item_or_404(item_id), g.reviewer.id, text, then=then)
+        except service.ReviewError as exc:
+            db.rollback()
+            flash(str(exc), "error")
+        else:
+            flash("Sent. The conversation stays with you.")
+        return _back(item_id)
     return _act(
         item_id,
-        lambda db, it: service.send_reply(db, it, g.reviewer.id, text),
+        lambda db, it: service.send_reply(db, it, g.reviewer.id, text, then=then),
         "Reply sent to the customer.",
     )
 
@@ -459,3 +492,6 @@ def stats():
 @bp.errorhandler(HTTPException)
 def _http_error(exc: HTTPException):
     return render_template("console/error.html", error=exc), exc.code or 500
+
+
+from app.review import console_handoff  # noqa: E402,F401 - handoff pages on this blueprint

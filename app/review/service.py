@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app import metrics
 from app.kb.slugs import slugify
 from app.kb.store import ArticleRecord, InvalidArticle, upsert_article
+from app.live.bus import on_commit
 from app.models import (
     Article,
     Conversation,
@@ -28,9 +29,15 @@ from app.models import (
     utcnow,
 )
 from app.privacy import mask
-from app.review import audit
+from app.review import audit, handoff
 from app.state import KB_REVISION, bump_revision
-from app.vocab import CUSTOMER_REASONS, OPEN_STATUSES, AuditAction, ReviewStatus
+from app.vocab import (
+    CUSTOMER_REASONS,
+    OPEN_STATUSES,
+    AuditAction,
+    ConversationState,
+    ReviewStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +132,19 @@ def escalate(
         ),
     )
     session.add(item)
-    conversation.status = "pending_review"
+    session.flush()
+    handoff.apply(session, conversation, "escalate", details={"reason": item.reason}, strict=False)
+    hub = handoff._hub()
+    if hub is not None:
+        payload = {
+            "type": "escalated",
+            "item_id": item.id,
+            "conversation_id": conversation.id,
+            "reason": item.reason,
+        }
+        on_commit(session, lambda: hub.to_console(payload))
     session.commit()
-    metrics.ESCALATIONS.labels(mask(item.reason)).inc()
+    metrics.ESCALATIONS.labels(item.reason).inc()
     _enqueue(item)
     return item
 
@@ -165,8 +182,11 @@ def _close_item(
     note: str | None = None,
     reply: Message | None = None,
     draft_unchanged: bool | None = None,
+    then: str = ConversationState.BOT,
 ) -> None:
-    """Close ``item`` if this reviewer holds it (or nobody does); commit with the reply."""
+    """Close ``item`` if this reviewer holds it (or nobody does); commit with the reply. The
+    conversation then goes back to the bot (``then="bot"``) or is resolved, once no other item
+    of it is open."""
     guard = (ReviewItem.status == ReviewStatus.PENDING) | (
         (ReviewItem.status == ReviewStatus.CLAIMED) & (ReviewItem.claimed_by == reviewer_id)
     )
@@ -177,7 +197,7 @@ def _close_item(
         "resolved_at": utcnow(),
         "claimed_by": reviewer_id,
         "lease_expires_at": None,
-        "reply_message_id": reply.id if reply is not None else None,
+        "reply_message_id": reply.id if reply is not None else item.reply_message_id,
         "draft_unchanged": draft_unchanged,
     }
     result = session.execute(
@@ -201,7 +221,8 @@ def _close_item(
     )
     conversation = session.get(Conversation, item.conversation_id)
     if conversation is not None and not still_open:
-        conversation.status = "open"
+        event = "resolve" if then == ConversationState.RESOLVED else "hand_back"
+        handoff.apply(session, conversation, event, reviewer_id=reviewer_id, strict=False)
     audit.record(
         session,
         AuditAction.DISCARD if status == ReviewStatus.DISCARDED else AuditAction.REPLY,
@@ -247,18 +268,61 @@ def _agent_message(
     )
     session.add(message)
     session.flush()
+    _announce_reply(session, item, message)
     return message
+
+
+def _announce_reply(session: Session, item: ReviewItem, message: Message) -> None:
+    """The reply's webhook event and e-mail (in this transaction), its live push (after it)."""
+    from flask import current_app, has_app_context
+
+    from app.chat.service import public_message
+    from app.notify.followup import email_reply
+    from app.notify.outbox import record_event
+
+    config = current_app.config if has_app_context() else {}
+    payload = public_message(session, message)
+    record_event(
+        session,
+        config,
+        "conversation.replied",
+        {
+            "conversation_id": item.conversation_id,
+            "review_item_id": item.id,
+            "message_id": message.id,
+            "text": message.text,
+        },
+    )
+    conversation = session.get(Conversation, item.conversation_id)
+    email_reply(session, config, conversation, message)
+    hub = handoff._hub()
+    if hub is not None:
+        event = {"type": "message", "message": payload}
+        on_commit(session, lambda: hub.to_conversation(item.conversation_id, event))
 
 
 def _same_text(a: str | None, b: str | None) -> bool:
     return " ".join((a or "").split()) == " ".join((b or "").split())
 
 
-def send_reply(session: Session, item: ReviewItem, reviewer_id: int, text: str) -> Message:
-    """Send ``text`` to the customer as the reviewer's reply and resolve the item."""
+def send_reply(
+    session: Session,
+    item: ReviewItem,
+    reviewer_id: int,
+    text: str,
+    *,
+    then: str = ConversationState.BOT,
+) -> Message:
+    """Send ``text`` to the customer as the reviewer's reply.
+
+    ``then``: ``"bot"`` resolves the item and hands the conversation back to the bot (the
+    classic one-shot answer), ``"resolved"`` resolves both, ``"with_person"`` keeps it: the
+    reviewer stays in the conversation and the bot stays silent."""
     text = mask(clean_text(text, MAX_REPLY_CHARS, "reply"))
     draft = draft_of(session, item)
     unchanged = _same_text(text, draft.text) if draft is not None and draft.text else None
+    if then == ConversationState.WITH_PERSON:
+        return _reply_and_stay(session, item, reviewer_id, text, unchanged)
     reply = _agent_message(session, item, reviewer_id, text)
     _close_item(
         session,
@@ -268,8 +332,81 @@ def send_reply(session: Session, item: ReviewItem, reviewer_id: int, text: str) 
         resolution="reply",
         reply=reply,
         draft_unchanged=unchanged,
+        then=then,
     )
     return reply
+
+
+def _holds(item: ReviewItem, reviewer_id: int) -> bool:
+    return item.status == ReviewStatus.CLAIMED and item.claimed_by == reviewer_id
+
+
+def _reply_and_stay(
+    session: Session, item: ReviewItem, reviewer_id: int, text: str, unchanged: bool | None
+) -> Message:
+    session.refresh(item)
+    if not _holds(item, reviewer_id):
+        raise ReviewError("Claim this item before you answer in the conversation.")
+    reply = _agent_message(session, item, reviewer_id, text)
+    item.reply_message_id = reply.id
+    if item.draft_unchanged is None:
+        item.draft_unchanged = unchanged
+    conversation = session.get(Conversation, item.conversation_id)
+    handoff.apply(session, conversation, "take_over", reviewer_id=reviewer_id, strict=False)
+    session.commit()
+    _renew_lease(item.id, reviewer_id)
+    return reply
+
+
+def _renew_lease(item_id: int, reviewer_id: int) -> None:
+    try:
+        from app.services import get_review_queue
+
+        get_review_queue().renew(item_id, reviewer_id)
+    except Exception:  # noqa: BLE001 - the reply is stored; the lease is a convenience
+        log.exception("could not renew the lease of review item %s", item_id)
+
+
+def take_over(session: Session, item: ReviewItem, reviewer_id: int) -> None:
+    """The reviewer claimed ``item``: its conversation is now with them (the bot is silent)."""
+    session.refresh(item)
+    if not _holds(item, reviewer_id):
+        return
+    conversation = session.get(Conversation, item.conversation_id)
+    handoff.apply(session, conversation, "take_over", reviewer_id=reviewer_id, strict=False)
+    session.commit()
+
+
+def return_to_queue(session: Session, item: ReviewItem) -> None:
+    """The reviewer gave ``item`` back: its conversation waits for a person again."""
+    conversation = session.get(Conversation, item.conversation_id)
+    if conversation is not None:
+        handoff.apply(session, conversation, "return_to_queue", strict=False)
+        session.commit()
+
+
+def hand_back(session: Session, item: ReviewItem, reviewer_id: int) -> None:
+    """Close the item and give the conversation back to the bot."""
+    _finish(session, item, reviewer_id, ConversationState.BOT)
+
+
+def resolve(session: Session, item: ReviewItem, reviewer_id: int) -> None:
+    """Close the item and mark the conversation resolved."""
+    _finish(session, item, reviewer_id, ConversationState.RESOLVED)
+
+
+def _finish(session: Session, item: ReviewItem, reviewer_id: int, then: str) -> None:
+    session.refresh(item)
+    replied = item.reply_message_id is not None
+    _close_item(
+        session,
+        item,
+        reviewer_id,
+        status=ReviewStatus.RESOLVED if replied else ReviewStatus.DISCARDED,
+        resolution="reply" if replied else ("handed_back" if then == "bot" else "closed"),
+        draft_unchanged=item.draft_unchanged,
+        then=then,
+    )
 
 
 def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slug: str) -> Message:

@@ -13,7 +13,12 @@
  *
  * Stable hooks for tests and host pages: #tierdesk-launcher, #tierdesk-panel, #tierdesk-input,
  * .td-msg--customer / --bot / --agent / --notice, .td-pending, .td-feedback button[data-helpful],
- * .td-chip, .td-handoff, .td-source; window.TierdeskWidget.open() / .close().
+ * .td-chip, .td-handoff, .td-source, .td-who (who is answering), .td-agent-typing,
+ * .td-email (e-mail follow-up form); window.TierdeskWidget.open() / .close().
+ *
+ * Live updates: while a person is on the way or answering, the widget listens to the
+ * conversation's server-sent events (replies, typing, state); when the stream cannot connect
+ * it polls the conversation as before (every 3 s, 10 s after two minutes).
  */
 (function () {
   "use strict";
@@ -39,7 +44,12 @@
     open: false,
     pollTimer: null,
     pollStarted: 0,
-    historyLoaded: false
+    historyLoaded: false,
+    source: null,
+    live: false,
+    liveFailed: false,
+    typingTimer: null,
+    emailOffered: false
   };
 
   // -- small DOM helpers ------------------------------------------------------------------------
@@ -167,10 +177,13 @@
   var log = el("div", {
     className: "td-log", role: "log", "aria-live": "polite", "aria-label": "Conversation"
   });
+  var pendingText = el("span", { className: "td-pending-text", text: PENDING_TEXT });
   var pending = el("div", { className: "td-pending", role: "status", hidden: true }, [
     el("span", { className: "td-pending-dot", "aria-hidden": "true" }),
-    el("span", { text: PENDING_TEXT })
+    pendingText
   ]);
+  var who = el("div", { className: "td-who", role: "status", hidden: true });
+  var agentTyping = el("div", { className: "td-agent-typing", hidden: true, "aria-live": "polite" });
   var errorBox = el("div", { className: "td-error", role: "alert", hidden: true });
   var input = el("textarea", {
     id: "tierdesk-input", className: "td-input", rows: "1", maxlength: String(MAX_CHARS),
@@ -187,7 +200,7 @@
   var panel = el("section", {
     id: "tierdesk-panel", className: "td-panel", role: "dialog",
     "aria-labelledby": "tierdesk-title", hidden: true
-  }, [header, log, pending, errorBox, form, footer]);
+  }, [header, who, log, agentTyping, pending, errorBox, form, footer]);
   var root = el("div", { id: "tierdesk-root", className: "td-root" }, [panel, launcher]);
 
   // -- rendering messages ------------------------------------------------------------------------
@@ -364,12 +377,151 @@
   }
 
   function setPending(on) {
-    pending.hidden = !on;
+    pending.hidden = !on || !who.hidden;
     if (on) {
-      startPolling();
+      listen();
+      offerEmail();
     } else {
+      stopListening();
       stopPolling();
     }
+  }
+
+  // -- who is answering, live events --------------------------------------------------------------
+
+  function showHandoff(handoff) {
+    if (!handoff) {
+      return;
+    }
+    if (handoff.state === "with_person") {
+      who.textContent = (handoff.agent || "A person") + " from the " + NAME +
+        " team is answering you.";
+      who.hidden = false;
+      pending.hidden = true;
+    } else {
+      who.hidden = true;
+      who.textContent = "";
+    }
+    if (handoff.state === "pending") {
+      pendingText.textContent = handoff.people_available === false && handoff.back_at ?
+        "Our team is away right now; a person will answer from " +
+        new Date(handoff.back_at).toLocaleString() + "." : PENDING_TEXT;
+    }
+    if (handoff.email) {
+      state.emailOffered = true;
+      removeEmailForm();
+    }
+  }
+
+  function onLiveEvent(event) {
+    if (event.type === "hello" || event.type === "resync") {
+      refresh(false);
+    } else if (event.type === "message" && event.message) {
+      agentTyping.hidden = true;
+      renderStored(event.message);
+    } else if (event.type === "typing") {
+      agentTyping.textContent = (event.agent || "Someone") + " is typing\u2026";
+      agentTyping.hidden = false;
+      window.clearTimeout(state.typingTimer);
+      state.typingTimer = window.setTimeout(function () { agentTyping.hidden = true; }, 5000);
+    } else if (event.type === "state") {
+      showHandoff({ state: event.state, agent: event.agent });
+      if (event.state === "bot") {
+        renderNotice("You are talking to the " + NAME + " assistant again.");
+        setPending(false);
+      } else if (event.state === "resolved") {
+        renderNotice("This conversation is resolved. Write again any time.");
+        setPending(false);
+      } else {
+        pending.hidden = !who.hidden;
+      }
+    }
+  }
+
+  function listen() {
+    if (state.source || state.liveFailed || !state.conversationId || !window.EventSource) {
+      if (!state.source) {
+        startPolling();
+      }
+      return;
+    }
+    var url = BASE + "/api/v1/conversations/" + encodeURIComponent(state.conversationId) +
+      "/events";
+    var source = new window.EventSource(url);
+    state.source = source;
+    source.onopen = function () {
+      state.live = true;
+      stopPolling();
+    };
+    source.onmessage = function (message) {
+      try {
+        onLiveEvent(JSON.parse(message.data));
+      } catch (err) {
+        // not an event of ours
+      }
+    };
+    source.onerror = function () {
+      if (source.readyState === window.EventSource.CLOSED) {
+        // Refused (503 on a server without streams, 404, 429): poll instead.
+        state.live = false;
+        state.liveFailed = true;
+        state.source = null;
+        startPolling();
+      } else if (!state.live) {
+        startPolling(); // still connecting: keep the customer up to date meanwhile
+      }
+    };
+  }
+
+  function stopListening() {
+    if (state.source) {
+      state.source.close();
+    }
+    state.source = null;
+    state.live = false;
+  }
+
+  // -- e-mail follow-up -------------------------------------------------------------------------
+
+  var emailForm = null;
+
+  function removeEmailForm() {
+    if (emailForm) {
+      emailForm.remove();
+      emailForm = null;
+    }
+  }
+
+  function offerEmail() {
+    if (state.emailOffered || emailForm || !state.conversationId) {
+      return;
+    }
+    state.emailOffered = true;
+    var field = el("input", { type: "email", className: "td-email-input", required: true,
+      maxlength: "320", placeholder: "you@example.com", "aria-label": "Your e-mail address" });
+    var submit = el("button", { type: "submit", text: "Send me the reply" });
+    emailForm = el("form", { className: "td-email" }, [
+      el("p", { text: "Leave your e-mail and we will also send the answer there." }),
+      field, submit
+    ]);
+    emailForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      submit.disabled = true;
+      api("POST", "/conversations/" + encodeURIComponent(state.conversationId) + "/email",
+        { email: field.value.trim() }).then(function (result) {
+        submit.disabled = false;
+        if (result.status !== 200) {
+          showError(problem(result));
+          return;
+        }
+        removeEmailForm();
+        renderNotice("Thanks! We will also e-mail the answer to " + field.value.trim() + ".");
+      }).catch(function () {
+        submit.disabled = false;
+        showError("We could not save your e-mail address. Please try again.");
+      });
+    });
+    addBubble(emailForm);
   }
 
   // -- talking to the API -------------------------------------------------------------------------
@@ -435,6 +587,10 @@
       var data = result.data;
       rememberConversation(data.conversation_id);
       state.seen[data.message_id] = true;
+      if (data.status === "with_person") {
+        setPending(true); // a person holds the conversation and answers it here
+        return;
+      }
       if (data.status === "answered" && data.answer) {
         renderAnswer({ id: data.message_id, text: data.answer.text }, data.answer.html,
           data.answer.article);
@@ -518,6 +674,7 @@
             state.seen[message.id] = true;
           }
         });
+        showHandoff(result.data.handoff);
         setPending(result.data.awaiting_person);
       })
       .catch(function () {
@@ -616,6 +773,13 @@
   function mount() {
     document.body.appendChild(root);
     greet();
+    // A follow-up e-mail's link lands on #tierdesk-conversation=<id>: continue that one.
+    var linked = /tierdesk-conversation=([0-9a-f]{32})/.exec(window.location.hash || "");
+    if (linked) {
+      storage("set", linked[1]);
+      window.history.replaceState(null, "", window.location.pathname + window.location.search);
+      window.setTimeout(openPanel, 0);
+    }
     var saved = storage("get");
     if (saved && /^[0-9a-f]{32}$/.test(saved)) {
       state.conversationId = saved;
