@@ -54,3 +54,17 @@ class ReviewStatus(StrEnum):
 
 OPEN_STATUSES = (ReviewStatus.PENDING, ReviewStatus.CLAIMED)
 CLOSED_STATUSES = (ReviewStatus.RESOLVED, ReviewStatus.DISCARDED)
+
+
+class ModelStatus(StrEnum):
+    """Where a trained model version stands in the registry (app/nlp/registry.py)."""
+
+    CANDIDATE = "candidate"  # trained, serves nobody
+    SHADOW = "shadow"  # answers a sample of live questions in the background, never the customer
+    CANARY = "canary"  # answers a share of conversations (sticky per conversation)
+    ACTIVE = "active"  # answers everyone else
+    RETIRED = "retired"  # ended (rolled back, superseded or retired by hand)
+
+
+# The statuses whose versions a server loads.
+SERVING_STATUSES = (ModelStatus.SHADOW, ModelStatus.CANARY, ModelStatus.ACTIVE)
