@@ -246,6 +246,8 @@ def promote(
     for shadow (questions sampled) and canary (conversations answered)."""
     row = _locked(session, version)
     current = ModelStatus(row.status)
+    if current == ModelStatus.ACTIVE and to in (None, ModelStatus.ACTIVE):
+        raise RegistryError(f"version {version} is already active")
     if to is None:
         if current not in NEXT_STEP:
             raise RegistryError(
@@ -254,8 +256,6 @@ def promote(
         to = NEXT_STEP[current]
     if to not in SERVING_STATUSES:
         raise RegistryError(f"promote goes to shadow, canary or active, not {to}")
-    if to == current and to == ModelStatus.ACTIVE:
-        raise RegistryError(f"version {version} is already active")
     if to == ModelStatus.ACTIVE:
         _make_active(session, row, reason or f"promoted from {current}", actor)
     else:
