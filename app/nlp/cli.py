@@ -479,4 +479,34 @@ def _actor() -> str:
         return "cli"
 
 
-commands: list = [train_command, tune_command, eval_command, models_group]
+@click.command("distill")
+@click.option(
+    "--min-confidence",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Calibrated BERT confidence that labels a logged question [default: tau_review].",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def distill_command(min_confidence: float | None, quiet: bool) -> None:
+    """Train a candidate on the training data plus logged customer questions labelled by
+    reviewers' answers and confident BERT decisions (then `tierdesk models promote`)."""
+    from app.nlp.distill import distill
+
+    try:
+        report, sources = distill(
+            current_app.config, min_confidence=min_confidence, progress=not quiet
+        )
+    except (TrainingError, StoreError) as exc:
+        _fail(str(exc))
+    click.echo(
+        f"logged questions: {sources['added']} added ({sources['by_reviewer']} by reviewers, "
+        f"{sources['by_bert']} by BERT at >= {sources['min_confidence']}), "
+        f"{sources['unlabelled']} unsure, {sources['already_known']} already in the data"
+    )
+    click.echo(report.summary())
+    click.echo(
+        f"registered {report.version} as a candidate: tierdesk models promote {report.version}"
+    )
+
+
+commands: list = [train_command, tune_command, eval_command, distill_command, models_group]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -123,6 +124,8 @@ class Engine:
         self._reloading = False
         self._next_check = 0.0
         self._next_canary = 0.0
+        self._watcher_pid: int | None = None
+        self._closed = False
         self._check_lock = threading.Lock()
         self._shown_threshold: float | None = None  # last value of the effective-threshold gauge
 
@@ -340,7 +343,22 @@ class Engine:
         """Cheap, rate-limited check for a new KB or model revision (health checks call it)."""
         self._maybe_check()
 
+    def _start_watcher(self) -> None:
+        """A thread of this process polling the revisions, so that an idle worker switches
+        versions too (started on first use, as threads do not survive a gunicorn fork)."""
+        if self._watcher_pid == os.getpid() or self.config.get("TESTING"):
+            return
+        self._watcher_pid = os.getpid()
+
+        def watch() -> None:
+            while not self._closed:
+                time.sleep(REVISION_POLL_SECONDS)
+                self._maybe_check()
+
+        threading.Thread(target=watch, name="tierdesk-model-watch", daemon=True).start()
+
     def _maybe_check(self) -> None:
+        self._start_watcher()
         now = time.monotonic()
         if now < self._next_check or not self._check_lock.acquire(blocking=False):
             return
@@ -487,7 +505,8 @@ class Engine:
         }
 
     def close(self) -> None:
-        """Stop the shadow worker (reload threads are short-lived daemons)."""
+        """Stop the watcher and the shadow worker (reload threads are short-lived daemons)."""
+        self._closed = True
         if self._shadow is not None:
             self._shadow.close()
 
