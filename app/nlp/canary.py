@@ -76,16 +76,30 @@ def version_metrics(
 ) -> VersionMetrics:
     """What ``version``'s bot turns since ``since`` did (the newest MAX_MESSAGES)."""
     answered_by = Message.trace["versions"]["models"].as_string()
+    return turn_metrics(session, version, [answered_by == version], since)
+
+
+def arm_metrics(session: Session, experiment: str, arm: str) -> VersionMetrics:
+    """The same figures over the turns of one arm of an experiment (app/nlp/experiments.py)."""
+    name = Message.trace["experiment"]["name"].as_string()
+    which = Message.trace["experiment"]["arm"].as_string()
+    return turn_metrics(session, arm, [name == experiment, which == arm])
+
+
+def turn_metrics(
+    session: Session, label: str, conditions: list, since: datetime | None = None
+) -> VersionMetrics:
+    """Metrics of the bot turns matching ``conditions``."""
     query = (
         select(Message.id, Message.trace)
-        .where(Message.role == "bot", answered_by == version)
+        .where(Message.role == "bot", *conditions)
         .order_by(Message.created_at.desc())
         .limit(MAX_MESSAGES)
     )
     if since is not None:
         query = query.where(Message.created_at >= since)
     rows = session.execute(query).all()
-    m = VersionMetrics(version)
+    m = VersionMetrics(label)
     if not rows:
         return m
     ids, answered_ids, latencies = [], [], []

@@ -509,4 +509,97 @@ def distill_command(min_confidence: float | None, quiet: bool) -> None:
     )
 
 
-commands: list = [train_command, tune_command, eval_command, distill_command, models_group]
+@click.group("experiment", cls=AppGroup)
+def experiment_group() -> None:
+    """Two router configurations over the active models, compared on live traffic."""
+
+
+@experiment_group.command("start")
+@click.argument("name")
+@click.option(
+    "--share",
+    type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+    default=0.5,
+    show_default=True,
+    help="Share of conversations in arm b.",
+)
+@click.option("--set", "settings", multiple=True, help="Arm b threshold, e.g. tau_review=0.8.")
+@click.option("--tier", "tiers", multiple=True, help="Arm b tier, e.g. card_arrival=complex.")
+def experiment_start(name: str, share: float, settings: tuple, tiers: tuple) -> None:
+    """Start experiment NAME: arm a as tuned, arm b with the given thresholds and tiers."""
+    from app.db import session_scope
+    from app.nlp.experiments import ExperimentError, parse_overrides, parse_tiers, start
+    from app.nlp.store import now_iso
+
+    try:
+        with session_scope(_db_url()) as session:
+            experiment = start(
+                session,
+                name,
+                share,
+                parse_overrides(list(settings)),
+                parse_tiers(list(tiers)),
+                now_iso(),
+            )
+    except ExperimentError as exc:
+        _fail(str(exc))
+    click.echo(
+        f"experiment {experiment.name} started: arm b on {experiment.share:.0%} of conversations "
+        f"with {json.dumps({**experiment.thresholds, **experiment.tiers}, sort_keys=True)}"
+    )
+
+
+@experiment_group.command("stop")
+def experiment_stop() -> None:
+    """Stop the running experiment (its results stay readable with `show NAME`)."""
+    from app.db import session_scope
+    from app.nlp.experiments import ExperimentError, stop
+    from app.nlp.store import now_iso
+
+    try:
+        with session_scope(_db_url()) as session:
+            experiment = stop(session, now_iso())
+    except ExperimentError as exc:
+        _fail(str(exc))
+    click.echo(f"experiment {experiment.name} stopped")
+
+
+@experiment_group.command("show")
+@click.argument("name", required=False)
+def experiment_show(name: str | None) -> None:
+    """Per-arm metrics and the significance of their differences (default: the running one)."""
+    from app.db import session_scope
+    from app.nlp.canary import arm_metrics
+    from app.nlp.experiments import current, history, significance
+
+    with session_scope(_db_url()) as session:
+        running = current(session)
+        known = {e.name: e for e in history(session)} | ({running.name: running} if running else {})
+        experiment = known.get(name) if name else running
+        if experiment is None:
+            _fail(f"no experiment {name!r}" if name else "no experiment is running")
+        arms = {arm: arm_metrics(session, experiment.name, arm) for arm in ("a", "b")}
+    click.echo(
+        f"experiment {experiment.name}: arm b on {experiment.share:.0%} with "
+        f"{json.dumps({**experiment.thresholds, **experiment.tiers}, sort_keys=True)}, started "
+        f"{experiment.started_at}{', stopped ' + experiment.stopped_at if experiment.stopped_at else ''}"
+    )
+    for arm, m in arms.items():
+        click.echo(
+            f"  arm {arm}: {m.answers} answers, escalated {m.escalation_rate:.1%}, thumbs-down "
+            f"{m.thumbs_down_rate:.1%} of {m.answered}, drafts changed "
+            f"{m.drafts_changed_rate:.1%} of {m.drafts_reviewed}, p50 {m.latency_p50_ms} ms"
+        )
+    for rate, test in significance(arms["a"], arms["b"]).items():
+        if test["diff"] is not None:
+            click.echo(f"  {rate}: b - a = {test['diff']:+.1%}, p = {test['p_value']:.3f}")
+
+
+commands: list = [
+    train_command,
+    tune_command,
+    eval_command,
+    distill_command,
+    models_group,
+    experiment_group,
+]

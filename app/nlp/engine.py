@@ -63,6 +63,7 @@ class _Built:
     plan: ServingPlan
     revisions: tuple[int, int]
     manifests: dict  # version -> manifest
+    experiment: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +75,8 @@ class _Serving:
     canary_share: float = 0.0
     shadow: Any = None
     shadow_sample: float = 0.0
+    experiment: Any = None  # app.nlp.experiments.Experiment
+    arm_b: Any = None  # the active version's models under the experiment's arm b
 
 
 class EngineNotReady(RuntimeError):
@@ -180,7 +183,35 @@ class Engine:
         with _LOADED_LOCK:  # only the plan's versions stay in memory
             for key in [k for k in _LOADED if k[1] not in routers]:
                 del _LOADED[key]
-        return _Built(routers, plan, revisions, manifests)
+        return _Built(routers, plan, revisions, manifests, self._read_experiment())
+
+    def _read_experiment(self):
+        from app.db import session_scope
+        from app.nlp.experiments import current
+
+        try:
+            with session_scope(self._db_url()) as session:
+                return current(session)
+        except Exception:  # noqa: BLE001 - a broken experiment must not stop serving
+            log.exception("could not read the running experiment; serving without it")
+            return None
+
+    def _arm_b(self, router, experiment):
+        """Arm b of ``experiment``: ``router``'s models with its thresholds and tiers."""
+        from app.nlp.router import Router
+
+        try:
+            models = dataclasses.replace(
+                router.m,
+                thresholds=experiment.thresholds_b(router.m.thresholds),
+                tiers=experiment.tiers_b(dict(router.m.tiers)),
+            )
+        except Exception:  # noqa: BLE001
+            log.exception("experiment %s cannot run; serving without it", experiment.name)
+            return None
+        arm = Router(models)
+        arm.arm = f"{experiment.name}:b"
+        return arm
 
     def _serving_plan(self, models_dir: Path):
         """The registry's plan; ``models/current`` alone while no version is registered."""
@@ -300,12 +331,16 @@ class Engine:
         router.spare = self._spare_review(router)  # after warm-up: only live answers feed it
         canary = built.routers.get(plan.canary) if plan.canary else None
         shadow = built.routers.get(plan.shadow) if plan.shadow else None
+        experiment = built.experiment
+        arm_b = self._arm_b(router, experiment) if experiment is not None else None
         serving = _Serving(
             active=router,
             canary=canary,
             canary_share=plan.canary_share if canary is not None else 0.0,
             shadow=shadow,
             shadow_sample=plan.shadow_sample if shadow is not None else 0.0,
+            experiment=experiment if arm_b is not None else None,
+            arm_b=arm_b,
         )
         REVIEW_THRESHOLD.labels("tuned").set(router.m.thresholds.tau_review)
         self._show_threshold(router.m.thresholds.tau_review)
@@ -447,8 +482,14 @@ class Engine:
             and conversation_id is not None
             and conversation_bucket(conversation_id) < serving.canary_share
         )
-        decision = self._decide(serving.canary if in_canary else serving.active, text)
-        if serving.shadow is not None and not in_canary:
+        router, arm = serving.canary if in_canary else serving.active, None
+        if serving.experiment is not None and conversation_id is not None and not in_canary:
+            arm = serving.experiment.arm(conversation_id)
+            router = serving.arm_b if arm == "b" else router
+        decision = self._decide(router, text)
+        if arm is not None:
+            decision.trace["experiment"] = {"name": serving.experiment.name, "arm": arm}
+        if serving.shadow is not None and router is serving.active:
             self._offer_shadow(serving, decision, conversation_id)
         return decision
 
@@ -465,7 +506,13 @@ class Engine:
         self._shadow.offer(serving.shadow, decision, serving.shadow_sample, conversation_id)
 
     def _decide(self, router, text: str) -> Decision:
-        key = (normalize(text), router.m.version, router.m.bm25.version, self.revisions)
+        key = (
+            normalize(text),
+            router.m.version,
+            router.m.bm25.version,
+            self.revisions,
+            getattr(router, "arm", None),  # an experiment's arm b: same models, other thresholds
+        )
         cached = self._cache.get(key)
         if cached is not None:
             CACHE_EVENTS.labels("hit").inc()
@@ -499,6 +546,11 @@ class Engine:
             "versions": router.versions() if router else {},
             "canary": _role(self._serving, "canary"),
             "shadow": _role(self._serving, "shadow"),
+            "experiment": (
+                {"name": self._serving.experiment.name, "share": self._serving.experiment.share}
+                if self._serving is not None and self._serving.experiment is not None
+                else None
+            ),
             "revisions": self.revisions,
             "trained_at": self.trained_at,
             "cache_entries": len(self._cache),

@@ -1,6 +1,7 @@
 """The console's models page (/console/models): the registry's versions with their live
 metrics, the canary against the active version with the automatic rollback rule's verdict,
-and the shadow's disagreements with the reviewer's final answer where there is one.
+the shadow's disagreements with the reviewer's final answer where there is one, and the
+experiments' arms with the significance of their differences.
 
 Routes are added to the console blueprint by ``register(bp)``, so they share its login guard
 and error pages.
@@ -15,8 +16,14 @@ from sqlalchemy import Integer, cast, func, select
 
 from app.db import get_session
 from app.models import Message, ModelVersion, ReviewItem, ShadowComparison
-from app.nlp import registry
-from app.nlp.canary import Verdict, VersionMetrics, rollback_verdict, version_metrics
+from app.nlp import experiments, registry
+from app.nlp.canary import (
+    Verdict,
+    VersionMetrics,
+    arm_metrics,
+    rollback_verdict,
+    version_metrics,
+)
 from app.vocab import ModelStatus
 
 EXAMPLES = 25
@@ -129,12 +136,30 @@ def models_page():
     shadow_row = db.get(ModelVersion, shadow_name) if shadow_name else shadow
     return render_template(
         "console/models.html",
+        experiments=_experiment_views(db),
         rows=rows,
         live=live,
         canary=canary_view,
         shadow=_shadow_view(db, shadow_row) if shadow_row is not None else None,
         history=registry.history(db, limit=30),
     )
+
+
+def _experiment_views(db, past: int = 3) -> list[dict]:
+    """The running experiment and the last few stopped ones, with per-arm metrics."""
+    running = experiments.current(db)
+    shown = ([running] if running else []) + experiments.history(db)[::-1][:past]
+    views = []
+    for experiment in shown:
+        arms = {arm: arm_metrics(db, experiment.name, arm) for arm in ("a", "b")}
+        views.append(
+            {
+                "experiment": experiment,
+                "arms": arms,
+                "tests": experiments.significance(arms["a"], arms["b"]),
+            }
+        )
+    return views
 
 
 def register(bp: Blueprint) -> None:
