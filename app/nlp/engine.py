@@ -1,14 +1,22 @@
 """The NLP engine held by the app: loads models and indexes, answers queries through the router.
 
-- ``load()`` reads the current model version (FastText, BERT head, calibrators, thresholds,
-  tiers), builds BM25 and the BERT KB index from the published articles, warms every tier with
-  a few queries and only then reports ``ready``.
-- ``answer(text)`` goes through a small LRU cache keyed by the normalised text and the model
-  and KB versions, then the router; it records stage latencies, decisions, cache events.
-- Every ``REVISION_POLL_SECONDS`` at most, a request looks at KB_REVISION / MODEL_REVISION in
-  the database (one small query). When either moved, a background thread builds a new router
-  (reusing the loaded models when only the KB changed) and swaps it in with one reference
-  assignment: requests use either the old or the new router, never a half-built one.
+- ``load()`` reads the registry's serving plan (``app/nlp/registry.py``: the active version,
+  a canary, a shadow; ``models/current`` alone when nothing is registered), fetches a version
+  missing on this host from the registry's store (verified by its digest), loads each as a
+  ``LoadedVersion`` (``app/nlp/store.py``), builds BM25 and the BERT KB index from the
+  published articles, warms every router with a few queries and only then reports ``ready``.
+- ``answer(text, conversation_id)`` picks the router: the canary for the conversations in its
+  share (sticky: a hash of the id), an experiment's arm b (``app/nlp/experiments.py``), else
+  the active version; then a small LRU cache keyed by the normalised text, the model and KB
+  versions and the arm, then the router; it records stage latencies, decisions, cache events.
+  A sample of the active version's answers goes to the shadow (``app/nlp/shadow.py``) in the
+  background.
+- Every ``REVISION_POLL_SECONDS``, a watcher thread (and any request) looks at KB_REVISION /
+  MODEL_REVISION in the database (one small query). When either moved, a background thread
+  builds new routers (reusing the loaded models when only the KB changed) and swaps them in
+  with one reference assignment: requests use either the old or the new plan, never a
+  half-built one. A server checks the canary's automatic rollback rule every
+  ``CANARY_CHECK_SECONDS`` (``app/nlp/canary.py``).
 - With ``TIERDESK_SPARE_REVIEW`` on (opt-in) and a ceiling on reviews (``budget`` < 1), the
   router serving traffic carries a ``SpareReview``: review capacity the ceiling leaves unused
   goes to the least confident answers. It is attached after warm-up and kept across reloads
