@@ -35,6 +35,16 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name} must be a whole number, got {value!r}") from None
 
 
+def _env_float(name: str, default: float) -> float:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
 def _secret_key(var_dir: Path) -> str:
     """SECRET_KEY from the environment, else one generated once and kept under var/."""
     key = _env("SECRET_KEY")
@@ -91,6 +101,15 @@ class Config:
         # Send the least confident answers to review while escalations run under the tuned
         # budget (app/nlp/capacity.py); off: exactly the tuned tau_review.
         self.SPARE_REVIEW = _env_bool("TIERDESK_SPARE_REVIEW", False)
+        # Model lifecycle (app/nlp/registry.py, shadow.py, canary.py): the shadow's queue of
+        # questions waiting to be compared (full: dropped), and the canary's automatic rollback
+        # when its thumbs-down or escalation rate exceeds the active version's by the margin
+        # at the confidence, once both have the minimum of answers.
+        self.SHADOW_QUEUE_SIZE = _env_int("TIERDESK_SHADOW_QUEUE_SIZE", 64)
+        self.CANARY_ROLLBACK_MARGIN = _env_float("TIERDESK_CANARY_ROLLBACK_MARGIN", 0.05)
+        self.CANARY_ROLLBACK_CONFIDENCE = _env_float("TIERDESK_CANARY_ROLLBACK_CONFIDENCE", 0.95)
+        self.CANARY_MIN_ANSWERS = _env_int("TIERDESK_CANARY_MIN_ANSWERS", 50)
+        self.CANARY_CHECK_SECONDS = _env_int("TIERDESK_CANARY_CHECK_SECONDS", 60)
         self.REVIEW_LEASE_SECONDS = _env_int("TIERDESK_REVIEW_LEASE_SECONDS", 300)
         self.RECONCILE_INTERVAL_SECONDS = _env_int("TIERDESK_RECONCILE_INTERVAL_SECONDS", 30)
         # Each review priority point counts as this many seconds of extra waiting in the queue.

@@ -31,9 +31,14 @@ def readyz():
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = f"unavailable: {exc.__class__.__name__}"
     engine = get_engine()
+    engine.poll()
     checks["models"] = "ok" if engine.ready else f"not ready: {engine.not_ready_reason}"
     ok = all(v == "ok" for v in checks.values())
-    return jsonify(status="ready" if ok else "not ready", checks=checks), (200 if ok else 503)
+    status = engine.status()
+    serving = {"active": engine.model_version, **{k: status[k] for k in ("canary", "shadow")}}
+    return jsonify(status="ready" if ok else "not ready", checks=checks, serving=serving), (
+        200 if ok else 503
+    )
 
 
 def init_app(app: Flask) -> None:

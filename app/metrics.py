@@ -55,6 +55,12 @@ STAGE_LATENCY = Histogram(
     buckets=(0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
     registry=REGISTRY,
 )
+SHADOW_EVENTS = Counter(
+    "tierdesk_shadow_total",
+    "Questions offered to the shadow version: queued, dropped (queue full), compared, failed.",
+    ["event"],
+    registry=REGISTRY,
+)
 CACHE_EVENTS = Counter(
     "tierdesk_answer_cache_total",
     "Answer cache hits and misses.",

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -24,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from app.vocab import ConversationState, DeliveryStatus, ReviewStatus, Role
+from app.vocab import ConversationState, DeliveryStatus, ModelStatus, ReviewStatus, Role
 
 
 def utcnow() -> datetime:
@@ -273,6 +274,75 @@ class SystemState(Base):
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class ModelVersion(Base):
+    """A trained model version in the registry (app/nlp/registry.py): its status, manifest and
+    the digest of its published artifacts."""
+
+    __tablename__ = "model_versions"
+
+    version: Mapped[str] = mapped_column(String(100), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default=ModelStatus.CANDIDATE.value)
+    # canary: share of conversations; shadow: share of questions sampled
+    traffic_share: Mapped[float] = mapped_column(Float, default=0.0)
+    manifest: Mapped[dict] = mapped_column(JSON, default=dict)
+    digest: Mapped[str | None] = mapped_column(String(64))  # SHA-256 of the artifacts
+    size_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    status_changed_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ModelEvent(Base):
+    """One status change of a model version (its history)."""
+
+    __tablename__ = "model_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[str] = mapped_column(ForeignKey("model_versions.version"), index=True)
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    traffic_share: Mapped[float] = mapped_column(Float, default=0.0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(200), default="cli")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ModelArtifact(Base):
+    """A version's packed folder in chunks: the store every host fetches from."""
+
+    __tablename__ = "model_artifacts"
+
+    version: Mapped[str] = mapped_column(ForeignKey("model_versions.version"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class ShadowComparison(Base):
+    """A live question answered by the shadow version in the background, next to the active
+    version's answer (app/nlp/shadow.py)."""
+
+    __tablename__ = "shadow_comparisons"
+    __table_args__ = (Index("ix_shadow_comparisons_version_created", "version", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[str] = mapped_column(String(100))  # the shadow version
+    active_version: Mapped[str | None] = mapped_column(String(100))
+    conversation_id: Mapped[str | None] = mapped_column(String(32))
+    query: Mapped[str] = mapped_column(Text)
+    active_intent: Mapped[str | None] = mapped_column(String(200))
+    shadow_intent: Mapped[str | None] = mapped_column(String(200))
+    active_slug: Mapped[str | None] = mapped_column(String(200))
+    shadow_slug: Mapped[str | None] = mapped_column(String(200))
+    active_route: Mapped[str | None] = mapped_column(String(24))
+    shadow_route: Mapped[str | None] = mapped_column(String(24))
+    active_confidence: Mapped[float | None] = mapped_column(Float)
+    shadow_confidence: Mapped[float | None] = mapped_column(Float)
+    active_escalated: Mapped[bool] = mapped_column(Boolean, default=False)
+    shadow_escalated: Mapped[bool] = mapped_column(Boolean, default=False)
+    kl: Mapped[float | None] = mapped_column(Float)  # KL(active || shadow) over intents
+    disagrees: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 def next_seq(session: Session, conversation_id: str) -> int:

@@ -41,9 +41,15 @@ def init_command(no_train: bool) -> None:
         else:
             click.echo("knowledge base: already loaded")
 
-    from app.nlp.training import models_present, train_models
+    from app.nlp.registry import serving_plan
+    from app.nlp.store import models_present
+    from app.nlp.training import train_models
 
-    if models_present(config["MODELS_DIR"]):
+    with session_scope(url) as session:
+        plan = serving_plan(session)
+    if plan is not None:
+        click.echo(f"models: {plan.active} active in the registry (fetched when served)")
+    elif models_present(config["MODELS_DIR"]):
         click.echo(f"models: present in {config['MODELS_DIR']}")
     elif no_train:
         click.echo("models: missing (skipped; run `tierdesk train`)")

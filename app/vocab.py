@@ -96,3 +96,17 @@ class DeliveryStatus(StrEnum):
     PENDING = "pending"  # waiting for its next attempt
     DELIVERED = "delivered"  # the receiver accepted it (2xx, or the SMTP server took it)
     FAILED = "failed"  # every attempt failed; kept with the last error, retried by hand
+
+
+class ModelStatus(StrEnum):
+    """Where a trained model version stands in the registry (app/nlp/registry.py)."""
+
+    CANDIDATE = "candidate"  # trained, serves nobody
+    SHADOW = "shadow"  # answers a sample of live questions in the background, never the customer
+    CANARY = "canary"  # answers a share of conversations (sticky per conversation)
+    ACTIVE = "active"  # answers everyone else
+    RETIRED = "retired"  # ended (rolled back, superseded or retired by hand)
+
+
+# The statuses whose versions a server loads.
+SERVING_STATUSES = (ModelStatus.SHADOW, ModelStatus.CANARY, ModelStatus.ACTIVE)

@@ -19,7 +19,13 @@ import redis
 from app import create_app, migrate
 from app.db import dispose_engine
 
-pytest_plugins = ["fixtures_nlp", "fixtures_kb", "fixtures_chat", "fixtures_review"]
+pytest_plugins = [
+    "fixtures_nlp",
+    "fixtures_kb",
+    "fixtures_chat",
+    "fixtures_review",
+    "fixtures_lifecycle",
+]
 
 PG_ADMIN_URL = os.environ.get(
     "TIERDESK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -178,7 +178,7 @@ def trained_models_dir(tmp_path_factory, nlp_content) -> Path:
 
 def private_models_dir(shared: Path, target: Path) -> Path:
     """A models folder of one's own whose versions link to the shared trained ones."""
-    from app.nlp.training import CURRENT_POINTER, VERSIONS_DIR
+    from app.nlp.store import CURRENT_POINTER, VERSIONS_DIR
 
     (target / VERSIONS_DIR).mkdir(parents=True)
     for version in (shared / VERSIONS_DIR).iterdir():
@@ -219,7 +219,7 @@ def trained_app(tmp_path, db_url, redis_client, redis_prefix, nlp_content, train
 
 
 def current_manifest(models_dir: Path) -> dict:
-    from app.nlp.training import MANIFEST, current_version, version_folder
+    from app.nlp.store import MANIFEST, current_version, version_folder
 
     return json.loads(
         (version_folder(models_dir, current_version(models_dir)) / MANIFEST).read_text()

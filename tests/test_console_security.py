@@ -18,6 +18,7 @@ GET_URLS = [
     "/console/deliveries",
     "/console/admin/",
     "/console/admin/audit",
+    "/console/models",
 ]
 POST_URLS = [
     "/console/admin/reviewers",

@@ -11,19 +11,18 @@ from sqlalchemy import select
 from app.db import session_scope
 from app.models import Article
 from app.nlp.capacity import SpareReview
-from app.nlp.thresholds import Thresholds
-from app.nlp.training import (
+from app.nlp.store import (
     CURRENT_POINTER,
     MANIFEST,
-    TrainingError,
+    StoreError,
     activate,
     current_version,
-    generated_negatives,
     list_versions,
     models_present,
-    read_labelled_csv,
     version_folder,
 )
+from app.nlp.thresholds import Thresholds
+from app.nlp.training import TrainingError, generated_negatives, read_labelled_csv
 from app.services import ENGINE_KEY
 from app.state import MODEL_REVISION, get_revision
 
@@ -38,7 +37,7 @@ def test_models_present_needs_a_complete_current_version(tmp_path):
 
 
 def test_activate_rejects_unknown_versions(tmp_path):
-    with pytest.raises(TrainingError, match="no model version 'nope'"):
+    with pytest.raises(StoreError, match="no model version 'nope'"):
         activate(tmp_path, "nope")
 
 

@@ -106,14 +106,14 @@ class EngineOutcome:
     failure: str | None = None  # why there is no decision
 
 
-def _ask_engine(engine, text: str) -> EngineOutcome:
+def _ask_engine(engine, text: str, conversation_id: str) -> EngineOutcome:
     """The engine's decision (it caches repeated questions itself), or why there is none."""
     from app.nlp.engine import EngineNotReady
 
     if not getattr(engine, "ready", False):
         return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     try:
-        return EngineOutcome(engine.answer(text))
+        return EngineOutcome(engine.answer(text, conversation_id=conversation_id))
     except EngineNotReady:
         return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     except Exception:  # noqa: BLE001 - a broken model must not lose the customer's message
@@ -182,9 +182,11 @@ def handle_message(
     held = state == ConversationState.WITH_PERSON
     wants_person = handoff or asks_for_human(text)
     outcome = EngineOutcome(None)
+    # the id exists before the engine is asked: a canary answers whole conversations
+    conversation_id = conversation.id if conversation is not None else new_id()
     if not held and (handoff or not wants_person):
         # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
-        outcome = _ask_engine(engine, text)
+        outcome = _ask_engine(engine, text, conversation_id)
     decision = outcome.decision
     proposed = decision.article if decision is not None else None
     revision = getattr(engine, "revisions", None)
@@ -198,7 +200,7 @@ def handle_message(
     new_conversation = conversation is None
     if conversation is None:
         conversation = Conversation(
-            id=new_id(), client_key=client_key, status=ConversationState.BOT
+            id=conversation_id, client_key=client_key, status=ConversationState.BOT
         )
     masker = get_masker()
     trace = _json_safe(decision.trace) if decision is not None else {}

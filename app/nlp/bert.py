@@ -735,6 +735,14 @@ class BertTier:
 
     # ----- knowledge base -------------------------------------------------------------------
 
+    def kb_vectors(self) -> dict[str, np.ndarray]:
+        """The embedded KB texts (text -> vector) of the current index."""
+        return dict(self._text_cache)
+
+    def reuse_kb_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Texts already embedded by this encoder: the next ``set_kb`` does not embed them."""
+        self._text_cache = dict(vectors)
+
     def set_kb(self, entries: list[KbEntry]) -> None:
         """Embed the KB's texts; texts seen before come from the cache, not the encoder.
 

@@ -3,7 +3,8 @@
 - ``tierdesk train``: train every tier from the database into a new model version;
 - ``tierdesk tune --train X.csv --val Y.csv``: choose thresholds on a validation set;
 - ``tierdesk eval --train TRAIN.csv --test TEST.csv``: the evaluation harness;
-- ``tierdesk models list`` / ``tierdesk models activate VERSION``: versions and rollback.
+- ``tierdesk models list|show|diff|promote|rollback|retire|check|activate``: the registry
+  (app/nlp/registry.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
+from app.nlp.store import StoreError
 from app.nlp.thresholds import (
     ANSWERED_TARGET,
     BERT_BUDGET,
@@ -40,7 +42,13 @@ def _share_option(name: str, default: float, help_text: str):
 
 @click.command("train")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def train_command(quiet: bool) -> None:
+@click.option(
+    "--candidate",
+    is_flag=True,
+    help="Register the new version as a candidate instead of activating it "
+    "(then `tierdesk models promote`).",
+)
+def train_command(quiet: bool, candidate: bool) -> None:
     """Train FastText, BERT, calibrators and thresholds from the database; activate the result.
 
     Uses every intent, training example (seed, import, reviewer) and published article; running
@@ -55,10 +63,14 @@ def train_command(quiet: bool) -> None:
             "thresholds of the new version (delete it to use them)"
         )
     try:
-        report = train_models(config, progress=not quiet)
-    except TrainingError as exc:
+        report = train_models(config, progress=not quiet, candidate=candidate)
+    except (TrainingError, StoreError) as exc:
         _fail(str(exc))
     click.echo(report.summary())
+    if candidate:
+        click.echo(
+            f"registered {report.version} as a candidate: tierdesk models promote {report.version}"
+        )
 
 
 @click.command("tune")
@@ -233,42 +245,349 @@ def eval_command(
 
 @click.group("models", cls=AppGroup)
 def models_group() -> None:
-    """Trained model versions (list, roll back)."""
+    """Trained model versions: the registry (list, show, diff, promote, rollback, retire)."""
+
+
+def _db_url() -> str:
+    return current_app.config["SQLALCHEMY_DATABASE_URI"]
+
+
+def _share(value: float | None) -> str:
+    return f"{value:.0%}" if value else ""
 
 
 @models_group.command("list")
-def models_list() -> None:
-    """Saved versions, newest first; * marks the current one."""
-    from app.nlp.training import current_version, list_versions
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per version.")
+def models_list(as_json: bool) -> None:
+    """Versions, newest first, with their status; * marks the active one (or, without a
+    registry, the one models/current names)."""
+    from app.db import session_scope
+    from app.nlp import registry
+    from app.nlp.store import current_version, list_versions
 
     models_dir = current_app.config["MODELS_DIR"]
     current = current_version(models_dir)
-    versions = list_versions(models_dir)
-    if not versions:
+    with session_scope(_db_url()) as session:
+        rows = {r.version: r for r in registry.all_versions(session)}
+        entries = [(r.manifest, r.status, r.traffic_share) for r in rows.values()]
+    local = [m for m in list_versions(models_dir) if m.get("version") not in rows]
+    entries += [(m, None, None) for m in local]
+    entries.sort(key=lambda e: e[0].get("trained_at", ""), reverse=True)
+    if not entries:
         click.echo(f"no model versions in {models_dir}; run `tierdesk train`")
-    for manifest in versions:
+    for manifest, status, share in entries:
         router = manifest.get("metrics", {}).get("router", {})
-        mark = "*" if manifest["version"] == current else " "
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "version": manifest.get("version"),
+                        "status": status,
+                        "share": share,
+                        "trained_at": manifest.get("trained_at"),
+                        "val_accuracy": router.get("val_accuracy"),
+                    }
+                )
+            )
+            continue
+        active = status == "active" if rows else manifest.get("version") == current
         click.echo(
-            f"{mark} {manifest['version']}  trained {manifest.get('trained_at')}  "
+            f"{'*' if active else ' '} {manifest.get('version')}  "
+            f"{(status or 'local') + (' ' + _share(share) if status in ('shadow', 'canary') else ''):<14} "
+            f"trained {manifest.get('trained_at')}  "
             f"data {manifest.get('data_hash', '')[:12]}  "
             f"held-out accuracy {router.get('val_accuracy')}"
         )
 
 
+@models_group.command("show")
+@click.argument("version")
+def models_show(version: str) -> None:
+    """A version's status, manifest, live metrics and history of status changes."""
+    from app.db import session_scope
+    from app.nlp import registry
+    from app.nlp.canary import version_metrics
+
+    with session_scope(_db_url()) as session:
+        try:
+            row = registry.get(session, version)
+        except registry.RegistryError as exc:
+            _fail(str(exc))
+        m = row.manifest
+        router = m.get("metrics", {}).get("router", {})
+        click.echo(f"version     {row.version}")
+        click.echo(f"status      {row.status} {_share(row.traffic_share)}".rstrip())
+        click.echo(f"trained_at  {m.get('trained_at')}")
+        click.echo(f"data_hash   {m.get('data_hash')}")
+        click.echo(f"artifacts   {row.size_bytes / 1e6:.1f} MB, sha256 {row.digest}")
+        active = m.get("tiers_active") or {}
+        click.echo(
+            "tiers       "
+            + ", ".join(f"{k}: {'on' if v.get('active') else 'off'}" for k, v in active.items())
+        )
+        click.echo(
+            f"held-out    accuracy {router.get('val_accuracy')}, answered "
+            f"{router.get('val_answered_accuracy')} at coverage {router.get('val_coverage')}, "
+            f"BERT on {router.get('val_bert_share')}"
+        )
+        if m.get("eval"):
+            click.echo(f"eval        {json.dumps(m['eval'], sort_keys=True)}")
+        live = version_metrics(session, row.version)
+        click.echo(
+            f"live        {live.answers} answers, escalated {live.escalation_rate:.1%}, "
+            f"thumbs-down {live.thumbs_down_rate:.1%} of {live.answered}, drafts changed "
+            f"{live.drafts_changed_rate:.1%} of {live.drafts_reviewed}, p50 "
+            f"{live.latency_p50_ms} ms"
+        )
+        click.echo("history")
+        for event in reversed(registry.history(session, row.version)):
+            click.echo(
+                f"  {event.created_at:%Y-%m-%d %H:%M:%S}  {event.from_status or '-'} -> "
+                f"{event.to_status} {_share(event.traffic_share)}  by {event.actor}: {event.reason}"
+            )
+
+
+@models_group.command("diff")
+@click.argument("a")
+@click.argument("b")
+def models_diff(a: str, b: str) -> None:
+    """Manifest fields that differ between two registered versions."""
+    from app.db import session_scope
+    from app.nlp import registry
+
+    with session_scope(_db_url()) as session:
+        try:
+            rows = registry.get(session, a), registry.get(session, b)
+        except registry.RegistryError as exc:
+            _fail(str(exc))
+        changes = registry.diff(*rows)
+    if not changes:
+        click.echo("no differences in the manifests")
+    for key, left, right in changes:
+        click.echo(f"{key}: {json.dumps(left)} -> {json.dumps(right)}")
+
+
+def _registry_move(action, *args, **kwargs):
+    from app.db import session_scope
+    from app.nlp import registry
+
+    try:
+        with session_scope(_db_url()) as session:
+            row = action(session, *args, **kwargs)
+            return row.version, row.status, row.traffic_share
+    except registry.RegistryError as exc:
+        _fail(str(exc))
+
+
+@models_group.command("promote")
+@click.argument("version")
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(["shadow", "canary", "active"]),
+    default=None,
+    help="Where to [default: the next step: candidate -> shadow -> canary -> active].",
+)
+@click.option(
+    "--share",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=None,
+    help="shadow: share of questions sampled [0.2]; canary: share of conversations [0.1].",
+)
+@click.option("--reason", default="", help="Kept in the version's history.")
+def models_promote(version: str, to: str | None, share: float | None, reason: str) -> None:
+    """Move VERSION on; every server follows within seconds."""
+    from app.nlp import registry
+    from app.vocab import ModelStatus
+
+    name, status, got = _registry_move(
+        registry.promote,
+        version,
+        to=ModelStatus(to) if to else None,
+        share=share,
+        reason=reason,
+        actor=_actor(),
+    )
+    click.echo(f"{name} is now {status}{' on ' + _share(got) if status != 'active' else ''}")
+
+
+@models_group.command("rollback")
+@click.argument("version", required=False)
+@click.option("--reason", default="", help="Kept in the version's history.")
+def models_rollback(version: str | None, reason: str) -> None:
+    """Make the previously active version (or VERSION) active again; the current one retires."""
+    from app.nlp import registry
+
+    name, _, _ = _registry_move(registry.rollback, version, reason=reason, actor=_actor())
+    click.echo(f"rolled back: {name} is active")
+
+
+@models_group.command("retire")
+@click.argument("version")
+@click.option("--reason", default="", help="Kept in the version's history.")
+def models_retire(version: str, reason: str) -> None:
+    """End a candidate, shadow or canary; its traffic returns to the active version."""
+    from app.nlp import registry
+
+    name, _, _ = _registry_move(registry.retire, version, reason=reason, actor=_actor())
+    click.echo(f"{name} is retired")
+
+
+@models_group.command("check")
+def models_check() -> None:
+    """Apply the canary's automatic rollback rule now (servers do it every minute)."""
+    from app.db import session_scope
+    from app.nlp.canary import check_canary
+
+    with session_scope(_db_url()) as session:
+        verdict = check_canary(session, current_app.config)
+    click.echo("no canary" if verdict is None else verdict.reason)
+
+
 @models_group.command("activate")
 @click.argument("version")
 def models_activate(version: str) -> None:
-    """Make VERSION current (rollback); running servers reload it."""
-    from app.nlp.training import activate
+    """Make VERSION serve everyone (rollback); running servers reload it."""
+    from app.nlp import registry
+    from app.nlp.store import StoreError
 
     try:
-        activate(
-            current_app.config["MODELS_DIR"], version, current_app.config["SQLALCHEMY_DATABASE_URI"]
-        )
-    except TrainingError as exc:
+        registry.activate_version(_db_url(), current_app.config["MODELS_DIR"], version, _actor())
+    except (StoreError, registry.RegistryError) as exc:
         _fail(str(exc))
     click.echo(f"activated {version}")
 
 
-commands: list = [train_command, tune_command, eval_command, models_group]
+def _actor() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
+
+
+@click.command("distill")
+@click.option(
+    "--min-confidence",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Calibrated BERT confidence that labels a logged question [default: tau_review].",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def distill_command(min_confidence: float | None, quiet: bool) -> None:
+    """Train a candidate on the training data plus logged customer questions labelled by
+    reviewers' answers and confident BERT decisions (then `tierdesk models promote`)."""
+    from app.nlp.distill import distill
+
+    try:
+        report, sources = distill(
+            current_app.config, min_confidence=min_confidence, progress=not quiet
+        )
+    except (TrainingError, StoreError) as exc:
+        _fail(str(exc))
+    click.echo(
+        f"logged questions: {sources['added']} added ({sources['by_reviewer']} by reviewers, "
+        f"{sources['by_bert']} by BERT at >= {sources['min_confidence']}), "
+        f"{sources['unlabelled']} unsure, {sources['already_known']} already in the data"
+    )
+    click.echo(report.summary())
+    click.echo(
+        f"registered {report.version} as a candidate: tierdesk models promote {report.version}"
+    )
+
+
+@click.group("experiment", cls=AppGroup)
+def experiment_group() -> None:
+    """Two router configurations over the active models, compared on live traffic."""
+
+
+@experiment_group.command("start")
+@click.argument("name")
+@click.option(
+    "--share",
+    type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+    default=0.5,
+    show_default=True,
+    help="Share of conversations in arm b.",
+)
+@click.option("--set", "settings", multiple=True, help="Arm b threshold, e.g. tau_review=0.8.")
+@click.option("--tier", "tiers", multiple=True, help="Arm b tier, e.g. card_arrival=complex.")
+def experiment_start(name: str, share: float, settings: tuple, tiers: tuple) -> None:
+    """Start experiment NAME: arm a as tuned, arm b with the given thresholds and tiers."""
+    from app.db import session_scope
+    from app.nlp.experiments import ExperimentError, parse_overrides, parse_tiers, start
+    from app.nlp.store import now_iso
+
+    try:
+        with session_scope(_db_url()) as session:
+            experiment = start(
+                session,
+                name,
+                share,
+                parse_overrides(list(settings)),
+                parse_tiers(list(tiers)),
+                now_iso(),
+            )
+    except ExperimentError as exc:
+        _fail(str(exc))
+    click.echo(
+        f"experiment {experiment.name} started: arm b on {experiment.share:.0%} of conversations "
+        f"with {json.dumps({**experiment.thresholds, **experiment.tiers}, sort_keys=True)}"
+    )
+
+
+@experiment_group.command("stop")
+def experiment_stop() -> None:
+    """Stop the running experiment (its results stay readable with `show NAME`)."""
+    from app.db import session_scope
+    from app.nlp.experiments import ExperimentError, stop
+    from app.nlp.store import now_iso
+
+    try:
+        with session_scope(_db_url()) as session:
+            experiment = stop(session, now_iso())
+    except ExperimentError as exc:
+        _fail(str(exc))
+    click.echo(f"experiment {experiment.name} stopped")
+
+
+@experiment_group.command("show")
+@click.argument("name", required=False)
+def experiment_show(name: str | None) -> None:
+    """Per-arm metrics and the significance of their differences (default: the running one)."""
+    from app.db import session_scope
+    from app.nlp.canary import arm_metrics
+    from app.nlp.experiments import current, history, significance
+
+    with session_scope(_db_url()) as session:
+        running = current(session)
+        known = {e.name: e for e in history(session)} | ({running.name: running} if running else {})
+        experiment = known.get(name) if name else running
+        if experiment is None:
+            _fail(f"no experiment {name!r}" if name else "no experiment is running")
+        arms = {arm: arm_metrics(session, experiment.name, arm) for arm in ("a", "b")}
+    click.echo(
+        f"experiment {experiment.name}: arm b on {experiment.share:.0%} with "
+        f"{json.dumps({**experiment.thresholds, **experiment.tiers}, sort_keys=True)}, started "
+        f"{experiment.started_at}{', stopped ' + experiment.stopped_at if experiment.stopped_at else ''}"
+    )
+    for arm, m in arms.items():
+        click.echo(
+            f"  arm {arm}: {m.answers} answers, escalated {m.escalation_rate:.1%}, thumbs-down "
+            f"{m.thumbs_down_rate:.1%} of {m.answered}, drafts changed "
+            f"{m.drafts_changed_rate:.1%} of {m.drafts_reviewed}, p50 {m.latency_p50_ms} ms"
+        )
+    for rate, test in significance(arms["a"], arms["b"]).items():
+        if test["diff"] is not None:
+            click.echo(f"  {rate}: b - a = {test['diff']:+.1%}, p = {test['p_value']:.3f}")
+
+
+commands: list = [
+    train_command,
+    tune_command,
+    eval_command,
+    distill_command,
+    models_group,
+    experiment_group,
+]

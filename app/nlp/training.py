@@ -29,11 +29,8 @@ import csv
 import hashlib
 import json
 import logging
-import os
 import random
-import shutil
 import string
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +40,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from app.files import write_json_atomic
 from app.nlp.bm25 import BM25Retriever
 from app.nlp.calibration import (
     COMPLEX_FEATURES,
@@ -59,12 +55,12 @@ from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
 from app.nlp.intent import FastTextIntent, stratified_split
 from app.nlp.passages import split_passages
 from app.nlp.router import TOP_K
+from app.nlp.store import save_version
 from app.nlp.thresholds import (
     ANSWERED_TARGET,
     BERT_BUDGET,
     BERT_CALL_COST,
     DEFAULTS,
-    THRESHOLDS_FILE,
     OutOfScopeOutcomes,
     Thresholds,
     ValidationOutcomes,
@@ -75,14 +71,6 @@ from app.nlp.types import TierResult
 
 log = logging.getLogger(__name__)
 
-CURRENT_POINTER = "current"
-VERSIONS_DIR = "versions"
-MANIFEST = "manifest.json"
-CALIBRATION_FILE = "calibration.json"
-TIERS_FILE = "tiers.json"
-FASTTEXT_DIR = "fasttext"
-BERT_DIR = "bert"
-KEEP_VERSIONS = 5
 VAL_FRACTION = 0.15
 CALIBRATION_FOLDS = 5
 GENERATED_NEGATIVES = 60
@@ -955,102 +943,6 @@ def _name_reason_thresholds(thresholds: Thresholds, routes: dict, n: int) -> Non
         thresholds.kl_disagree = float(max(0.0, np.percentile(kls[ok], 90)))
 
 
-# -- versioned model folders -------------------------------------------------------------
-
-
-def current_version(models_dir: str | Path) -> str | None:
-    pointer = Path(models_dir) / CURRENT_POINTER
-    try:
-        return json.loads(pointer.read_text())["version"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
-        return None
-
-
-def version_folder(models_dir: str | Path, version: str) -> Path:
-    return Path(models_dir) / VERSIONS_DIR / version
-
-
-def models_present(models_dir: str | Path) -> bool:
-    """True when ``models/current`` names a complete version folder."""
-    version = current_version(models_dir)
-    return bool(version) and (version_folder(models_dir, version) / MANIFEST).is_file()
-
-
-def list_versions(models_dir: str | Path) -> list[dict]:
-    """Manifests of every saved version, newest first."""
-    root = Path(models_dir) / VERSIONS_DIR
-    manifests = []
-    for folder in root.iterdir() if root.is_dir() else []:
-        try:
-            manifests.append(json.loads((folder / MANIFEST).read_text()))
-        except (FileNotFoundError, json.JSONDecodeError):
-            continue
-    return sorted(manifests, key=lambda m: m.get("trained_at", ""), reverse=True)
-
-
-def activate(models_dir: str | Path, version: str, db_url: str | None = None) -> None:
-    """Point ``models/current`` at ``version`` (atomically) and tell running servers."""
-    if not (version_folder(models_dir, version) / MANIFEST).is_file():
-        raise TrainingError(f"no model version {version!r} in {Path(models_dir) / VERSIONS_DIR}")
-    Path(models_dir).mkdir(parents=True, exist_ok=True)
-    write_json_atomic(
-        Path(models_dir) / CURRENT_POINTER, {"version": version, "activated_at": _now()}
-    )
-    if db_url:
-        from app.db import session_scope
-        from app.state import MODEL_REVISION, bump_revision
-
-        with session_scope(db_url) as session:
-            bump_revision(session, MODEL_REVISION)
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def save_version(models_dir: str | Path, trained: TrainedModels, data: TrainingData) -> str:
-    """Write a complete version folder (under a temp name, renamed when complete)."""
-    root = Path(models_dir) / VERSIONS_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    data_hash = data.data_hash()
-    version = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + data_hash[:8]
-    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{version}-"))
-    if trained.fasttext is not None:
-        trained.fasttext.save(staging / FASTTEXT_DIR)
-    trained.bert.save(staging / BERT_DIR)
-    trained.calibration.save(staging / CALIBRATION_FILE)
-    trained.thresholds.save(staging / THRESHOLDS_FILE)
-    (staging / TIERS_FILE).write_text(json.dumps(trained.tiers, indent=2, sort_keys=True))
-    manifest = {
-        "version": version,
-        "trained_at": _now(),
-        "data_hash": data_hash,
-        "train_seconds": trained.train_seconds,
-        "metrics": trained.metrics,
-        "fasttext_version": trained.fasttext.version if trained.fasttext else None,
-        "tiers_active": trained.metrics.get("tiers_active"),
-        "bert_version": getattr(trained.bert, "version", None),
-        "n_articles": len(data.articles),
-    }
-    (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    final = root / version
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(staging, final)
-    return version
-
-
-def prune_versions(models_dir: str | Path, keep: int = KEEP_VERSIONS) -> list[str]:
-    """Delete all but the ``keep`` newest versions (never the current one)."""
-    current = current_version(models_dir)
-    removed = []
-    for manifest in list_versions(models_dir)[keep:]:
-        if manifest["version"] != current:
-            shutil.rmtree(version_folder(models_dir, manifest["version"]), ignore_errors=True)
-            removed.append(manifest["version"])
-    return removed
-
-
 @dataclass
 class TrainReport:
     version: str
@@ -1086,9 +978,14 @@ class TrainReport:
 
 
 def train_models(
-    config: Mapping, *, progress: bool = True, on_data: Callable[[TrainingData], None] | None = None
+    config: Mapping,
+    *,
+    progress: bool = True,
+    on_data: Callable[[TrainingData], None] | None = None,
+    candidate: bool = False,
 ) -> TrainReport:
-    """Train from the app database into a new version folder and make it current."""
+    """Train from the app database into a new version folder, enter it in the registry and
+    make it active (``candidate``: registered only, serving nobody until promoted)."""
     from app.db import session_scope
 
     url = config["SQLALCHEMY_DATABASE_URI"]
@@ -1109,8 +1006,7 @@ def train_models(
     )
     models_dir = Path(config["MODELS_DIR"])
     version = save_version(models_dir, trained, data)
-    activate(models_dir, version, url)
-    prune_versions(models_dir)
+    publish_version(config, version, candidate=candidate)
     return TrainReport(
         version,
         trained.train_seconds,
@@ -1120,6 +1016,25 @@ def train_models(
         len(set(data.labels)),
         len(data.articles),
     )
+
+
+def publish_version(config: Mapping, version: str, *, candidate: bool = False) -> None:
+    """Register a saved version (artifacts into the shared store), activate it unless it is a
+    candidate, and prune old local folders (never one the registry serves)."""
+    from app.db import session_scope
+    from app.nlp import registry
+    from app.nlp.store import activate, prune_versions
+    from app.vocab import ModelStatus
+
+    url = config["SQLALCHEMY_DATABASE_URI"]
+    models_dir = Path(config["MODELS_DIR"])
+    status = ModelStatus.CANDIDATE if candidate else ModelStatus.ACTIVE
+    with session_scope(url) as session:
+        registry.register(session, models_dir, version, status=status)
+        plan = registry.serving_plan(session)
+    if not candidate:
+        activate(models_dir, version)
+    prune_versions(models_dir, protect=plan.versions() if plan else ())
 
 
 def train_from_csv(

@@ -64,7 +64,7 @@ def _int(value: str | None, what: str) -> int:
 
 @bp.get("/")
 def home():
-    from app.nlp.training import current_version, list_versions
+    from app.nlp.store import current_version, list_versions
 
     db = get_session()
     models_dir = current_app.config["MODELS_DIR"]
@@ -234,14 +234,18 @@ def erase():
 
 @bp.post("/models/activate")
 def activate_model():
-    from app.nlp.training import TrainingError, activate
+    from app.nlp import registry
+    from app.nlp.store import StoreError
 
     version = (request.form.get("version") or "").strip()
     try:
-        activate(
-            current_app.config["MODELS_DIR"], version, current_app.config["SQLALCHEMY_DATABASE_URI"]
+        registry.activate_version(
+            current_app.config["SQLALCHEMY_DATABASE_URI"],
+            current_app.config["MODELS_DIR"],
+            version,
+            actor=g.reviewer.email,
         )
-    except TrainingError as exc:
+    except (StoreError, registry.RegistryError) as exc:
         return _refuse(str(exc), "#models")
     _audited(AuditAction.MODEL_ACTIVATE, target=f"model:{version}")
     get_session().commit()

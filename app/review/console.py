@@ -26,7 +26,7 @@ from werkzeug.exceptions import HTTPException, NotFound
 
 from app.db import get_session
 from app.models import Article, Message, Reviewer, ReviewItem, utcnow
-from app.review import auth, service
+from app.review import auth, models_console, service
 from app.review.admin import bp as admin_bp
 from app.review.queue import Reconciler
 from app.review.stats import dashboard
@@ -484,6 +484,9 @@ def stats():
         ),
     }
     return render_template("console/stats.html", board=board, charts=charts, days=days)
+
+
+models_console.register(bp)  # /console/models: versions, canary, shadow
 
 
 # -- errors -------------------------------------------------------------------------------------
