@@ -11,6 +11,7 @@ from sqlalchemy import select
 from app.db import session_scope
 from app.models import Article
 from app.nlp.capacity import SpareReview
+from app.nlp.pipeline.data import generated_negatives, read_labelled_csv
 from app.nlp.thresholds import Thresholds
 from app.nlp.training import (
     CURRENT_POINTER,
@@ -18,10 +19,8 @@ from app.nlp.training import (
     TrainingError,
     activate,
     current_version,
-    generated_negatives,
     list_versions,
     models_present,
-    read_labelled_csv,
     version_folder,
 )
 from app.services import ENGINE_KEY
