@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.chat.text import asks_for_human, clean_message, html_to_text
+from app.chat.text import asks_for_human, clean_message
+from app.kb.plain_text import html_to_text
 from app.ratelimit import Limit, parse_limit
 
 

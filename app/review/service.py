@@ -12,6 +12,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import metrics
+from app.kb.plain_text import html_to_text
 from app.kb.slugs import slugify
 from app.kb.store import ArticleRecord, InvalidArticle, upsert_article
 from app.models import (
@@ -290,12 +291,7 @@ def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slu
 
 
 def _article_text(article: Article) -> str:
-    try:
-        from app.chat.text import html_to_text
-
-        text = html_to_text(article.body_html) if article.body_html else ""
-    except ImportError:
-        text = ""
+    text = html_to_text(article.body_html) if article.body_html else ""
     return text or article.body
 
 
