@@ -1,5 +1,5 @@
-"""A knowledge base without intent data becomes a bot: plain FAQs, one-example intents, long
-articles, and the held-out plan that makes it possible (app/nlp/pipeline/)."""
+"""The training stages (app/nlp/pipeline/) on a knowledge base without intent data: plain FAQs,
+one-example intents, long articles, and the held-out plan that makes it possible."""
 
 from __future__ import annotations
 
