@@ -149,4 +149,4 @@ def _fold_bm25(data, plan, number):
     from app.nlp.bm25 import BM25Retriever
     from app.nlp.pipeline.kb import bm25_docs
 
-    return BM25Retriever(bm25_docs(data.articles, {plan.texts[i] for i in plan.folds[number].held}))
+    return BM25Retriever(bm25_docs(data.articles, plan.held_texts(number)))

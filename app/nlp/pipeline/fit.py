@@ -128,8 +128,7 @@ def fit_bert(
             encoder=encoder,
             vectors=None if vectors is None else vectors[fold.fit],
         )
-        held = {plan.texts[i] for i in fold.held}
-        bert.set_kb(kb_entries(data.articles, held), known=embedded)
+        bert.set_kb(kb_entries(data.articles, plan.held_texts(number)), known=embedded)
         embedded.update(bert.kb_vectors)
         models.append(bert)
         step(f"bert, fold {number + 1}/{len(plan.folds)}" if len(plan.folds) > 1 else "bert")

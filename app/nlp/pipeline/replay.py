@@ -10,6 +10,7 @@ The tuner then replays these outcomes through the router's rule (``app.nlp.route
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -69,9 +70,9 @@ class RouteOutcomes:
                 return np.concatenate(values)
             return [x for chunk in values for x in chunk]
 
-        names = ("simple_rows", "complex_rows", "simple_ok", "bert_ok", "ft_top", "ft_p1")
+        per_query = [f.name for f in dataclasses.fields(cls) if f.name != "n_in_scope"]
         return cls(
-            **{name: joined(name) for name in (*names, "ft_margin")},
+            **{name: joined(name) for name in per_query},
             n_in_scope=sum(p.n_in_scope for p in parts),
         )
 
@@ -109,7 +110,7 @@ def replay_held_out(
     folds = []
     for number, (ft, model) in enumerate(zip(fasttext.models, bert.models, strict=True)):
         queries, truth, n_in_scope = plan.queries(number)
-        held = {plan.texts[i] for i in plan.folds[number].held}
+        held = plan.held_texts(number)
         folds.append(
             _FoldQueries(
                 fasttext=ft,

@@ -64,6 +64,10 @@ class HeldOutPlan:
         truth = [*(self.truth[i] for i in fold.held), *[None] * len(mine)]
         return queries, truth, len(fold.held)
 
+    def held_texts(self, number: int) -> set[str]:
+        """Fold ``number``'s held-out texts: what its models and indexes must not contain."""
+        return {self.texts[i] for i in self.folds[number].held}
+
     def held_labels(self) -> list[str]:
         """The label of every in-scope held-out query, fold after fold."""
         return [self.labels[i] for fold in self.folds for i in fold.held]
