@@ -103,28 +103,31 @@ def test_router_tuner_and_replay_agree_on_every_held_out_query(db_url, nlp_conte
     for number, (ft, tier) in enumerate(zip(fasttext.models, bert.models, strict=True)):
         queries, truth, n_in_scope = plan.queries(number)
         router = Router(RouterModels(ft, _fold_bm25(data, plan, number), tier, cal, th, tiers))
-        # the tier results Router.route computes: single-query embeddings, as live
-        vectors = np.stack([tier.encoder.encode_one(q) for q in queries])
-        outcomes = evaluate_routes(
-            ft,
-            router.m.bm25,
-            tier,
-            queries,
-            truth,
-            n_in_scope=n_in_scope,
-            fasttext_weight=th.fasttext_weight,
-            vectors=vectors,
-        )
-        conf_s = cal.simple.predict_many(outcomes.simple_rows)
-        conf_b = cal.complex.predict_many(outcomes.complex_rows)
+        # the tier results Router.route computes: one query at a time (a batch's matrix
+        # products round differently in the last float32 bits), single-query embeddings
+        singles = [
+            evaluate_routes(
+                ft,
+                router.m.bm25,
+                tier,
+                [query],
+                [truth[i]],
+                n_in_scope=int(i < n_in_scope),
+                fasttext_weight=th.fasttext_weight,
+                vectors=tier.encoder.encode_one(query)[None, :],
+            )
+            for i, query in enumerate(queries)
+        ]
+        simple_rows = [o.simple_rows[0] for o in singles]
+        complex_rows = [o.complex_rows[0] for o in singles]
         as_validation = ValidationOutcomes(
-            outcomes.ft_top,
-            outcomes.ft_p1,
-            outcomes.ft_margin,
-            outcomes.simple_ok,
-            conf_s,
-            outcomes.bert_ok,
-            conf_b,
+            [o.ft_top[0] for o in singles],
+            np.array([o.ft_p1[0] for o in singles]),
+            np.array([o.ft_margin[0] for o in singles]),
+            np.array([o.simple_ok[0] for o in singles]),
+            cal.simple.predict_many(simple_rows),
+            np.array([o.bert_ok[0] for o in singles]),
+            cal.complex.predict_many(complex_rows),
             OutOfScopeOutcomes([], np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)),
         )
         for escalation in (False, True):
