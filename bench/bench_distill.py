@@ -61,8 +61,8 @@ def train(texts, labels, articles, oos, epochs: int):
 
 def router_of(trained, data):
     from app.nlp.bm25 import BM25Retriever
+    from app.nlp.pipeline.kb import bm25_docs
     from app.nlp.router import Router, RouterModels
-    from app.nlp.training import bm25_docs
 
     return Router(
         RouterModels(
@@ -123,7 +123,7 @@ def main() -> None:
 
     from app.nlp.bert import configure_threads
     from app.nlp.distill import label_logged
-    from app.nlp.training import articles_from_categories, read_labelled_csv, read_oos_dev
+    from app.nlp.pipeline.data import articles_from_categories, read_labelled_csv, read_oos_dev
 
     texts, labels = read_labelled_csv(DATA / "train.csv")
     test_texts, test_labels = read_labelled_csv(DATA / "test.csv")

@@ -57,8 +57,10 @@ def retrain(session, seed: int, answered_target: float = ANSWERED_TARGET):
     """A quick retrain on everything the database holds, and the router serving it (built as
     ``app.nlp.engine.Engine._make_router`` builds it). Returns (router, seconds, info)."""
     from app.nlp.bm25 import BM25Retriever
+    from app.nlp.pipeline.data import data_from_db
+    from app.nlp.pipeline.kb import bm25_docs
     from app.nlp.router import Router, RouterModels
-    from app.nlp.training import bm25_docs, data_from_db, fit_models
+    from app.nlp.training import fit_models
 
     started = time.perf_counter()
     data = data_from_db(session, INTENTS_DIR)
@@ -229,7 +231,7 @@ def main() -> None:
     from app.kb.importer import import_paths
     from app.models import Article, Intent, TrainingExample
     from app.nlp.bert import configure_threads
-    from app.nlp.training import read_labelled_csv
+    from app.nlp.pipeline.data import read_labelled_csv
     from app.review.service import ReviewError, known_intents, teach_intent
 
     configure_threads()  # training and the BERT route use every core

@@ -2,6 +2,7 @@
 
 - ``sample_articles``: three published articles (and one unpublished) in the test database.
 - ``add_article`` / ``add_message``: write rows the way the KB import and the console do.
+- ``chat`` / ``rows`` / ``api_error``: post a chat message, read rows back, check a JSON error.
 - ``serve_app(app)``: a context manager serving ``app`` on a free loopback port in a thread,
   yielding its base URL (for browser tests).
 """
@@ -18,6 +19,30 @@ from werkzeug.serving import make_server
 
 from app.db import session_scope
 from app.models import Article, Message
+
+
+def chat(client, message, **extra):
+    """POST ``message`` (and ``extra`` fields) to the chat API."""
+    return client.post("/api/v1/chat", json={"message": message, **extra})
+
+
+def rows(db_url, model, **where):
+    """Every row of ``model`` matching ``where`` (detached from the session)."""
+    with session_scope(db_url) as session:
+        query = select(model)
+        for key, value in where.items():
+            query = query.where(getattr(model, key) == value)
+        found = session.scalars(query).all()
+        session.expunge_all()
+        return found
+
+
+def api_error(resp, status, code):
+    """``resp`` is the API's JSON error ``code`` with ``status`` and a message."""
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
 
 
 def add_article(

@@ -1,11 +1,12 @@
-"""Input cleaning, the "asked for a person" phrasings, HTML to text, rate-limit parsing."""
+"""Input cleaning, the "asked for a person" phrasings (app/chat/text.py) and an article's HTML as
+plain text (app/kb/plain_text.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.chat.text import asks_for_human, clean_message, html_to_text
-from app.ratelimit import Limit, parse_limit
+from app.chat.text import asks_for_human, clean_message
+from app.kb.plain_text import html_to_text
 
 
 @pytest.mark.parametrize(
@@ -59,50 +60,3 @@ def test_html_to_text_keeps_paragraphs_and_list_items_and_drops_scripts():
         "<li>Order &amp; wait</li></ul><script>alert(1)</script>"
     )
     assert html_to_text(html) == "Cards arrive in 5 days.\n\n- Freeze it\n\n- Order & wait"
-
-
-@pytest.mark.parametrize(
-    ("spec", "limit"),
-    [
-        ("30/minute", Limit(30, 60)),
-        ("5 per second", Limit(5, 1)),
-        ("100/10minutes", Limit(100, 600)),
-        ("2/hours", Limit(2, 3600)),
-        ("1/day", Limit(1, 86400)),
-        ("off", None),
-        ("OFF", None),
-        ("0/minute", None),
-        (None, None),
-    ],
-)
-def test_parse_limit(spec, limit):
-    assert parse_limit(spec) == limit
-
-
-@pytest.mark.parametrize("spec", ["fast", "30", "30/fortnight", "-1/minute", "x/minute"])
-def test_parse_limit_rejects_nonsense_clearly(spec):
-    with pytest.raises(ValueError, match="invalid rate limit"):
-        parse_limit(spec)
-
-
-def test_rate_limiter_fails_open_and_leaves_a_failing_redis_alone_for_a_moment():
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    from app.ratelimit import RateLimiter
-
-    dead = redis.Redis(
-        host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
-    )
-    limiter = RateLimiter(dead, "tdtest:", Limit(1, 60))
-    calls = []
-    real_script = limiter._script
-
-    def counting_script(**kwargs):
-        calls.append(kwargs)
-        return real_script(**kwargs)
-
-    limiter._script = counting_script
-    assert [limiter.hit("write", "client").allowed for _ in range(3)] == [True, True, True]
-    assert len(calls) == 1  # the two later requests did not wait on Redis again

@@ -12,7 +12,6 @@ import redis
 from fixtures_review import build_app, escalate_in, item_row
 from sqlalchemy import func, insert, select, update
 
-from app import metrics
 from app.db import session_scope
 from app.models import Conversation, Message, Reviewer, ReviewItem, utcnow
 from app.review.queue import Reconciler, ReviewQueue
@@ -67,34 +66,6 @@ def _claim_all(queue: ReviewQueue, reviewer_id: int) -> list[int]:
     while (claim := queue.claim_next(reviewer_id)) is not None:
         claimed.append(claim.item_id)
     return claimed
-
-
-def test_escalation_is_recorded_then_queued(app, redis_client, redis_prefix):
-    before = metrics.ESCALATIONS.labels("below_threshold")._value.get()
-    item_id = escalate_in(app)
-    row = item_row(app, item_id)
-    assert row.status == "pending" and row.reason == "below_threshold"
-    assert row.route == "complex" and row.intent == "card_arrival"
-    assert redis_client.zscore(f"{redis_prefix}review:queue", str(item_id)) is not None
-    assert metrics.ESCALATIONS.labels("below_threshold")._value.get() == before + 1
-    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
-        assert session.get(Conversation, row.conversation_id).status == "pending"
-
-
-def test_same_message_escalated_twice_makes_one_item(app):
-    from app.review.service import escalate
-
-    item_id = escalate_in(app)
-    row = item_row(app, item_id)
-    with app.app_context(), session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
-        again = escalate(
-            session,
-            conversation=row.conversation_id,
-            message=row.message_id,
-            reason="asked_for_human",
-        )
-        assert again.id == item_id
-        assert session.scalar(select(func.count(ReviewItem.id))) == 1
 
 
 def test_priority_and_age_order_the_queue(app):

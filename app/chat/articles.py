@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.chat.text import html_to_text
+from app.kb.plain_text import html_to_text
 from app.models import Article
 
 TTL_SECONDS = 10.0

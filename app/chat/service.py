@@ -20,16 +20,16 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from flask import current_app, url_for
+from flask import current_app
 from sqlalchemy import JSON, func, null, select
 from sqlalchemy.orm import Session
 
 from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
 from app.chat.text import asks_for_human
+from app.message_view import article_ref, iso, message_payload
 from app.models import (
     Article,
     Conversation,
@@ -47,7 +47,6 @@ from app.vocab import OPEN_STATUSES, ConversationState, Reason
 
 log = logging.getLogger(__name__)
 
-PENDING_NOTICE = "Thanks for your patience: a person from our team will answer here shortly."
 HISTORY_LIMIT = 200
 MAX_SUGGESTIONS = 5
 
@@ -279,7 +278,7 @@ def _tell_console(conversation: Conversation, customer: Message, session: Sessio
                 "id": customer.id,
                 "role": "customer",
                 "text": customer.text,
-                "created_at": _iso(customer.created_at),
+                "created_at": iso(customer.created_at),
             },
         }
     )
@@ -322,10 +321,6 @@ def _row(obj, **values: Any) -> dict[str, Any]:
     return row
 
 
-def article_ref(slug: str, title: str) -> dict[str, str]:
-    return {"slug": slug, "title": title, "url": url_for("web.article", slug=slug)}
-
-
 def turn_payload(turn: Turn) -> dict[str, Any]:
     """The documented response of ``POST /api/v1/chat``."""
     bot = turn.bot
@@ -355,10 +350,6 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         "route": bot.route,
         "suggestions": turn.suggestions,
     }
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat(timespec="milliseconds") + "Z" if value else None
 
 
 def awaiting_person(session: Session, conversation_id: str) -> bool:
@@ -400,44 +391,8 @@ def conversation_payload(session: Session, conversation: Conversation) -> dict[s
             **availability(current_app.config),
             "email": bool(conversation.customer_email),
         },
-        "created_at": _iso(conversation.created_at),
-        "messages": [_message_payload(m, articles) for m in messages],
-    }
-
-
-def public_message(session: Session, message: Message) -> dict[str, Any]:
-    """One message as the customer may see it (the conversation API's message object)."""
-    articles = {}
-    if message.article_slug:
-        article = session.scalar(select(Article).where(Article.slug == message.article_slug))
-        if article is not None:
-            articles[article.slug] = article
-    return _message_payload(message, articles)
-
-
-def _message_payload(message: Message, articles: dict[str, Article]) -> dict[str, Any]:
-    text, html, article = message.text, None, None
-    linked = articles.get(message.article_slug or "")
-    if message.role == "bot" and message.status != "answered":
-        text = PENDING_NOTICE  # the draft is for the reviewer, not the customer
-    elif message.role == "bot":
-        html = message.html
-        if linked is not None:
-            article = article_ref(linked.slug, linked.title)
-    elif message.role == "agent" and linked is not None:
-        # A reviewer's reply by article: its HTML is the KB's sanitised HTML, never free text.
-        html = linked.body_html
-        article = article_ref(linked.slug, linked.title)
-    return {
-        "id": message.id,
-        "role": message.role,
-        "seq": message.seq,
-        "text": text,
-        "html": html,
-        "article": article,
-        "status": message.status if message.role == "bot" else None,
-        "in_reply_to": message.in_reply_to,
-        "created_at": _iso(message.created_at),
+        "created_at": iso(conversation.created_at),
+        "messages": [message_payload(m, articles) for m in messages],
     }
 
 

@@ -1,12 +1,10 @@
-"""Text helpers of the chat API: cleaning customer input, detecting requests for a person,
-and turning an article's sanitised HTML into plain text."""
+"""Text helpers of the chat API: cleaning customer input and detecting requests for a person.
+(An article's HTML as plain text is ``app.kb.plain_text``.)"""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from html import unescape
-from html.parser import HTMLParser
 
 MAX_MESSAGE_CHARS = 2000
 
@@ -56,62 +54,3 @@ _ASKED_FOR_HUMAN_RE = re.compile(
 def asks_for_human(text: str) -> bool:
     """True when the message is a request to talk to a person (see the phrasings above)."""
     return bool(_ASKED_FOR_HUMAN_RE.search(text))
-
-
-_BLOCK_TAGS = frozenset(
-    {
-        "p",
-        "div",
-        "br",
-        "li",
-        "ul",
-        "ol",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "tr",
-        "table",
-        "blockquote",
-        "pre",
-        "section",
-        "article",
-    }
-)
-
-
-class _TextExtractor(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag in ("script", "style"):
-            self._skip += 1
-        elif tag in _BLOCK_TAGS:
-            self.parts.append("\n")
-        if tag == "li":
-            self.parts.append("- ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style"):
-            self._skip = max(0, self._skip - 1)
-        elif tag in _BLOCK_TAGS:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
-
-
-def html_to_text(html: str) -> str:
-    """Readable plain text of an HTML fragment: tags dropped, paragraphs on their own lines."""
-    parser = _TextExtractor()
-    parser.feed(html or "")
-    parser.close()
-    text = unescape("".join(parser.parts))
-    lines = [re.sub(r"[ \t\u00a0]+", " ", line).strip() for line in text.split("\n")]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()

@@ -35,6 +35,7 @@ import shutil
 import threading
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def default_bert_path() -> Path:
     return folder
 
 
-def _resolve_bert_path(bert_path: str | Path | None) -> Path:
+def resolve_bert_path(bert_path: str | Path | None) -> Path:
     if bert_path is None:
         return default_bert_path()
     folder = Path(bert_path)
@@ -514,7 +515,7 @@ class BertTier:
         if not texts:
             raise ValueError("no training examples")
         started = time.perf_counter()
-        path = _resolve_bert_path(bert_path) if encoder is None else encoder.path
+        path = resolve_bert_path(bert_path) if encoder is None else encoder.path
         label_names = sorted(set(labels))
         index = {label: i for i, label in enumerate(label_names)}
         y = np.array([index[label] for label in labels], dtype=np.int64)
@@ -715,7 +716,7 @@ class BertTier:
         tensors = load_file(str(folder / HEAD_FILE))
         weights = folder / ENCODER_FILE
         weights = weights if weights.is_file() else None
-        encoder = Encoder(_resolve_bert_path(bert_path), quantize=quantize, weights=weights)
+        encoder = Encoder(resolve_bert_path(bert_path), quantize=quantize, weights=weights)
         encoder.fine_tuned = meta.get("metadata", {}).get("fine_tune")
         tier = cls(
             encoder,
@@ -735,16 +736,13 @@ class BertTier:
 
     # ----- knowledge base -------------------------------------------------------------------
 
-    def kb_vectors(self) -> dict[str, np.ndarray]:
-        """The embedded KB texts (text -> vector) of the current index."""
-        return dict(self._text_cache)
-
-    def reuse_kb_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+    def reuse_kb_vectors(self, vectors: Mapping[str, np.ndarray]) -> None:
         """Texts already embedded by this encoder: the next ``set_kb`` does not embed them."""
         self._text_cache = dict(vectors)
 
-    def set_kb(self, entries: list[KbEntry]) -> None:
-        """Embed the KB's texts; texts seen before come from the cache, not the encoder.
+    def set_kb(self, entries: list[KbEntry], known: Mapping[str, np.ndarray] | None = None) -> None:
+        """Embed the KB's texts; texts seen before (or in ``known``, vectors of this encoder)
+        come from the cache, not the encoder.
 
         Question-like texts (title, alternate questions) and body passages are kept apart:
         an article's similarity to a query is ``kb_similarity`` of the two."""
@@ -760,8 +758,8 @@ class BertTier:
                 groups[name][0].extend(texts)
                 groups[name][1].extend([i] * len(texts))
         all_texts = [t for texts, _ in groups.values() for t in texts]
-        missing = [t for t in dict.fromkeys(all_texts) if t not in self._text_cache]
-        cache = dict(self._text_cache)
+        cache = {**self._text_cache, **(known or {})}
+        missing = [t for t in dict.fromkeys(all_texts) if t not in cache]
         if missing:
             for text, vec in zip(missing, self.encoder.encode(missing), strict=True):
                 cache[text] = vec
@@ -778,6 +776,22 @@ class BertTier:
         # swap everything at once so a concurrent run() sees either the old or the new KB
         self._kb = (entries, index["questions"], index["passages"], entry_label)
         self.entries = entries
+
+    def with_kb(self, entries: list[KbEntry], reuse_from: BertTier | None = None) -> BertTier:
+        """A tier sharing this one's encoder and head, indexed on ``entries``.
+
+        A shallow copy (``set_kb`` assigns new arrays, never mutates them), so requests still
+        using a previous router keep a complete index; KB texts already embedded by
+        ``reuse_from`` (same base encoder) are not embedded again.
+        """
+        clone = copy.copy(self)
+        clone.set_kb(entries, known=(reuse_from if reuse_from is not None else self).kb_vectors)
+        return clone
+
+    @property
+    def kb_vectors(self) -> dict[str, np.ndarray]:
+        """The embeddings of the indexed KB texts, by text (a copy)."""
+        return dict(self._text_cache)
 
     # ----- inference ------------------------------------------------------------------------
 

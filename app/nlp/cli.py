@@ -136,7 +136,8 @@ def tune_command(
     accuracy or of coverage at the target. The file is read by the server at start-up and on
     every reload.
     """
-    from app.nlp.training import read_labelled_csv, train_from_csv
+    from app.nlp.pipeline.data import read_labelled_csv
+    from app.nlp.training import train_from_csv
 
     try:
         validation = read_labelled_csv(val_csv)

@@ -248,7 +248,7 @@ class Engine:
         """Published articles as the router matches them (taught examples included) and the
         declared tiers; the same reading as training's."""
         from app.db import session_scope
-        from app.nlp.training import data_from_db
+        from app.nlp.pipeline.data import data_from_db
 
         with session_scope(self._db_url()) as session:
             data = data_from_db(session)
@@ -302,9 +302,9 @@ class Engine:
 
     def _make_router(self, loaded: LoadedVersion, articles, declared, models_dir: Path):
         from app.nlp.bm25 import BM25Retriever
+        from app.nlp.pipeline.kb import bert_with_kb, bm25_docs, kb_entries
         from app.nlp.router import Router, RouterModels
         from app.nlp.tiers import effective_tiers
-        from app.nlp.training import bert_with_kb, bm25_docs, kb_entries
 
         thresholds, source = self._thresholds(loaded, models_dir)
         thresholds.provenance = {**thresholds.provenance, "file": source}
@@ -314,7 +314,7 @@ class Engine:
             try:
                 bert = bert_with_kb(bert, kb_entries(articles))
                 # the next reload (KB change, another app in this process) reuses the vectors
-                loaded.bert.reuse_kb_vectors(bert.kb_vectors())
+                loaded.bert.reuse_kb_vectors(bert.kb_vectors)
             except Exception as exc:  # noqa: BLE001
                 bert, bert_error = None, f"{type(exc).__name__}: {exc}"
                 log.exception("BERT KB index failed; serving in degraded mode")

@@ -36,16 +36,12 @@ from tqdm import tqdm
 from app.config import PROJECT_ROOT
 from app.nlp.capacity import SpareReview
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
+from app.nlp.pipeline.data import TrainingError, read_labelled_csv, read_oos_dev
+from app.nlp.pipeline.kb import bm25_docs
 from app.nlp.router import Router, RouterModels
 from app.nlp.store import save_version
 from app.nlp.thresholds import ANSWERED_TARGET, DEFAULTS
-from app.nlp.training import (
-    TrainingError,
-    bm25_docs,
-    read_labelled_csv,
-    read_oos_dev,
-    train_from_csv,
-)
+from app.nlp.training import train_from_csv
 from app.vocab import Reason
 
 STRATEGIES = {

@@ -40,8 +40,9 @@ from dataclasses import dataclass
 
 from app.nlp.calibration import CalibrationSet, complex_features, simple_features
 from app.nlp.capacity import SpareReview
+from app.nlp.rule import answers, keeps_simple, simple_eligible, tier_of
 from app.nlp.thresholds import Thresholds
-from app.nlp.types import Candidate, Decision, TierResult
+from app.nlp.types import BlendingTier, Candidate, Decision, KbRetriever, Tier, TierResult
 from app.vocab import Reason
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,9 @@ MODES = ("hybrid", "fast", "bert")
 class RouterModels:
     """Everything the router needs, swapped as one object on reload."""
 
-    fasttext: object | None  # app.nlp.intent.FastTextIntent; None when the data are too thin
-    bm25: object  # app.nlp.bm25.BM25Retriever
-    bert: object | None  # app.nlp.bert.BertTier, None when it failed to load
+    fasttext: Tier | None  # app.nlp.intent.FastTextIntent; None when the data are too thin
+    bm25: KbRetriever  # app.nlp.bm25.BM25Retriever
+    bert: BlendingTier | None  # app.nlp.bert.BertTier, None when it failed to load
     calibration: CalibrationSet
     thresholds: Thresholds
     tiers: Mapping[str, str]  # intent -> "simple" | "complex"
@@ -77,14 +78,14 @@ class Router:
         # The first article of each intent: the answer when BM25 finds no word in common with
         # the query but FastText is sure of the intent (short queries, tiny KBs).
         self._intent_article: dict[str, Candidate] = {}
-        for doc in getattr(models.bm25, "docs", []):
+        for doc in models.bm25.docs:
             if doc.intent and doc.intent not in self._intent_article:
                 self._intent_article[doc.intent] = Candidate(doc.slug, doc.title, 0.0, doc.intent)
 
     # -- stages -------------------------------------------------------------------------
 
     def _head_weight(self) -> float | None:
-        return getattr(self.m.bert, "head_weight", None)
+        return self.m.bert.head_weight if self.m.bert is not None else None
 
     def simple_retrieve(self, query: str, ft: TierResult) -> TierResult:
         """BM25 restricted to FastText's top intent (boosted by its distribution)."""
@@ -97,7 +98,7 @@ class Router:
         return result
 
     def _tier_of(self, intent: str | None) -> str:
-        return self.m.tiers.get(intent or "", "simple")
+        return tier_of(self.m.tiers, intent)
 
     def _simple_eligible(self, ft: TierResult) -> bool:
         if not ft.intents:
@@ -105,11 +106,8 @@ class Router:
         p1 = ft.intents[0][1]
         p2 = ft.intents[1][1] if len(ft.intents) > 1 else 0.0
         th = self.m.thresholds
-        return (
-            self._tier_of(ft.intents[0][0]) == "simple"
-            and p1 >= th.tau_fast
-            and p1 - p2 >= th.margin
-        )
+        simple_tier = self._tier_of(ft.intents[0][0]) == "simple"
+        return bool(simple_eligible(simple_tier, p1, p1 - p2, th.tau_fast, th.margin))
 
     # -- the decision -------------------------------------------------------------------
 
@@ -143,9 +141,9 @@ class Router:
         # under it BERT takes a look too (its calibrated confidence weighs FastText's view).
         keep_below = th.verify_below if escalation else th.cascade_below
         if (mode == "fast" and ft is not None) or (
-            mode == "hybrid" and eligible and simple_conf >= keep_below
+            mode == "hybrid" and eligible and keeps_simple(True, simple_conf, keep_below)
         ):
-            unsure = mode == "hybrid" and simple_conf < tau_review
+            unsure = mode == "hybrid" and not answers(simple_conf, tau_review)
             decision = self._simple_decision(
                 query,
                 ft,
@@ -163,7 +161,9 @@ class Router:
                 if ft is None or bm is None:
                     decision = _empty_decision(query, "complex", Reason.DEGRADED)
                 else:
-                    sure = eligible and simple_conf is not None and simple_conf >= th.tau_review
+                    sure = (
+                        eligible and simple_conf is not None and answers(simple_conf, th.tau_review)
+                    )
                     decision = self._simple_decision(
                         query,
                         ft,
@@ -178,7 +178,7 @@ class Router:
                 conf = self.m.calibration.complex.predict(features)
                 stages["bert"]["features"] = features
                 stages["bert"]["calibrated"] = conf
-                reason = self._reason(features) if conf < tau_review else None
+                reason = None if answers(conf, tau_review) else self._reason(features)
                 decision = self._bert_decision(query, bert, conf, reason)
         spared = bool(
             spare is not None
@@ -285,9 +285,9 @@ class Router:
     def versions(self) -> dict[str, str | None]:
         return {
             "models": self.m.version,
-            "fasttext": getattr(self.m.fasttext, "version", None) if self.m.fasttext else None,
-            "bm25": getattr(self.m.bm25, "version", None),
-            "bert": getattr(self.m.bert, "version", None) if self.m.bert else None,
+            "fasttext": self.m.fasttext.version if self.m.fasttext is not None else None,
+            "bm25": self.m.bm25.version,
+            "bert": self.m.bert.version if self.m.bert is not None else None,
         }
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from app.files import write_json_atomic
+from app.nlp.rule import answers, keeps_simple, simple_eligible, tier_of
 
 THRESHOLDS_FILE = "thresholds.json"
 
@@ -243,28 +244,27 @@ def tune_thresholds(
     oos = outcomes.oos
     rows = []
     for f1_min, tiers in tier_maps.items():
-        simple_tier = np.array([tiers.get(t, "simple") == "simple" for t in outcomes.ft_top])
-        oos_tier = np.array([tiers.get(t, "simple") == "simple" for t in oos.ft_top] if oos else [])
+        simple_tier = _simple_tiers(tiers, outcomes.ft_top)
+        oos_tier = _simple_tiers(tiers, oos.ft_top) if oos else np.array([], dtype=bool)
         for tau_fast in TAU_FAST_GRID:
-            confident = simple_tier & (p1 >= tau_fast - 1e-9)
             for m in MARGIN_GRID:
-                eligible = confident & (margin >= m - 1e-9)
+                eligible = simple_eligible(simple_tier, p1, margin, tau_fast, m)
                 # one row per tau_cascade: who stays on the simple route, and how sure it is
-                simple = eligible[None, :] & (conf_s[None, :] >= cascade - 1e-12)
+                simple = keeps_simple(eligible[None, :], conf_s[None, :], cascade)
                 correct = np.where(simple, ok_s[None, :], ok_b[None, :])
                 conf = np.where(simple, conf_s[None, :], conf_b[None, :])
                 oos_conf = _oos_conf(oos, oos_tier, tau_fast, m, cascade[:, 0])
                 tau_review, _ = review_for_target(
                     conf, correct, oos_conf, allowed_escalations, answered_target, review_grid
                 )
-                answered = conf >= tau_review[:, None]
+                answered = answers(conf, tau_review[:, None])
                 n_answered = answered.sum(axis=1)
                 accuracy = correct.mean(axis=1)
                 answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
                 escalation = 1.0 - n_answered / n
                 bert_share = 1.0 - simple.mean(axis=1)
                 oos_recall = (
-                    (oos_conf < tau_review[:, None]).mean(axis=1)
+                    (~answers(oos_conf, tau_review[:, None])).mean(axis=1)
                     if oos_conf is not None
                     else np.ones(len(tau_review))
                 )
@@ -322,16 +322,12 @@ def tune_thresholds(
         f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; tau_review the highest within "
         f"the escalation budget; grid step {GRID_STEP} (tau_review {REVIEW_STEP})"
     )
-    simple_tier = np.array(
-        [tier_maps[f1_min].get(t, "simple") == "simple" for t in outcomes.ft_top]
-    )
-    eligible = simple_tier & (p1 >= tau_fast - 1e-9) & (margin >= m - 1e-9)
+    simple_tier = _simple_tiers(tier_maps[f1_min], outcomes.ft_top)
+    eligible = simple_eligible(simple_tier, p1, margin, tau_fast, m)
     oos_eligible = None
     if oos is not None and len(oos.ft_p1):
-        oos_eligible = (
-            np.array([tier_maps[f1_min].get(t, "simple") == "simple" for t in oos.ft_top])
-            & (oos.ft_p1 >= tau_fast - 1e-9)
-            & (oos.ft_margin >= m - 1e-9)
+        oos_eligible = simple_eligible(
+            _simple_tiers(tier_maps[f1_min], oos.ft_top), oos.ft_p1, oos.ft_margin, tau_fast, m
         )
     tv, tr, review_figures = _choose_verify(
         outcomes,
@@ -362,6 +358,53 @@ def tune_thresholds(
         provenance={"objective": objective, "f1_min": f1_min, **figures},
     )
     return thresholds, float(f1_min), figures
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """Per held-out query, what the router with ``thresholds`` does (``replay``)."""
+
+    simple: np.ndarray  # the simple route's answer stands
+    correct: np.ndarray  # the answer given is right
+    conf: np.ndarray  # its calibrated confidence
+    answered: np.ndarray  # it goes out without a human (with escalation on)
+
+    def figures(self) -> dict[str, float]:
+        """Accuracy, answered accuracy, coverage and BERT share, as the tuner reports them."""
+        n_answered = int(self.answered.sum())
+        return {
+            "accuracy": round(float(self.correct.mean()), 4),
+            "answered_accuracy": round(
+                float((self.correct & self.answered).sum() / max(n_answered, 1)), 4
+            ),
+            "coverage": round(n_answered / max(len(self.conf), 1), 4),
+            "bert_share": round(1.0 - float(self.simple.mean()), 4),
+        }
+
+
+def replay(
+    outcomes: ValidationOutcomes,
+    tiers: dict[str, str],
+    thresholds: Thresholds,
+    *,
+    escalation: bool = True,
+) -> Replayed:
+    """The router's rule (app/nlp/rule.py) at one operating point, on held-out outcomes: the
+    decision ``Router.route`` takes for each query, given the same tier results."""
+    simple_tier = _simple_tiers(tiers, outcomes.ft_top)
+    eligible = simple_eligible(
+        simple_tier,
+        np.asarray(outcomes.ft_p1),
+        np.asarray(outcomes.ft_margin),
+        thresholds.tau_fast,
+        thresholds.margin,
+    )
+    keep_below = thresholds.verify_below if escalation else thresholds.cascade_below
+    conf_s = np.asarray(outcomes.simple_conf, dtype=float)
+    simple = keeps_simple(eligible, conf_s, keep_below)
+    correct = np.where(simple, outcomes.simple_correct, outcomes.bert_correct).astype(bool)
+    conf = np.where(simple, conf_s, np.asarray(outcomes.bert_conf, dtype=float))
+    return Replayed(simple, correct, conf, answers(conf, thresholds.tau_review))
 
 
 def _choose_verify(
@@ -396,24 +439,24 @@ def _choose_verify(
     conf_s = np.asarray(outcomes.simple_conf, dtype=float)
     conf_b = np.asarray(outcomes.bert_conf, dtype=float)
     grid = np.asarray([v for v in TAU_VERIFY_GRID if v >= tau_cascade - 1e-9] or [tau_cascade])
-    simple = eligible[None, :] & (conf_s[None, :] >= grid[:, None] - 1e-12)
+    simple = keeps_simple(eligible[None, :], conf_s[None, :], grid[:, None])
     correct = np.where(simple, ok_s[None, :], ok_b[None, :])
     conf = np.where(simple, conf_s[None, :], conf_b[None, :])
     oos = outcomes.oos
     oos_conf = None
     if oos_eligible is not None:
-        oos_simple = oos_eligible[None, :] & (oos.simple_conf[None, :] >= grid[:, None] - 1e-12)
+        oos_simple = keeps_simple(oos_eligible[None, :], oos.simple_conf[None, :], grid[:, None])
         oos_conf = np.where(oos_simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
     tau_review, reached = review_for_target(
         conf, correct, oos_conf, allowed_escalations, answered_target, np.asarray(TAU_REVIEW_GRID)
     )
-    answered = conf >= tau_review[:, None]
+    answered = answers(conf, tau_review[:, None])
     n_answered = answered.sum(axis=1)
     answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
     share = 1.0 - simple.mean(axis=1)
     coverage = n_answered / max(len(conf_s), 1)
     if oos_conf is not None:
-        oos_recall = (oos_conf < tau_review[:, None]).mean(axis=1)
+        oos_recall = (~answers(oos_conf, tau_review[:, None])).mean(axis=1)
     else:
         oos_recall = np.ones(len(grid))
     allowed = (1.0 - coverage <= budget + 1e-9) & (
@@ -512,6 +555,11 @@ def _review_within_budget(
     return grid[np.clip(index, 0, len(grid) - 1)]
 
 
+def _simple_tiers(tiers: dict[str, str], ft_top: list[str]) -> np.ndarray:
+    """Per query: FastText's top intent is in the simple tier."""
+    return np.array([tier_of(tiers, t) == "simple" for t in ft_top], dtype=bool)
+
+
 def _oos_conf(
     oos: OutOfScopeOutcomes | None,
     simple_tier: np.ndarray,
@@ -522,6 +570,6 @@ def _oos_conf(
     """Calibrated confidence of every out-of-scope query, per tau_cascade (None if none)."""
     if oos is None or not len(oos.ft_p1):
         return None
-    eligible = simple_tier & (oos.ft_p1 >= tau_fast - 1e-9) & (oos.ft_margin >= margin - 1e-9)
-    simple = eligible[None, :] & (oos.simple_conf[None, :] >= tau_cascade[:, None] - 1e-12)
+    eligible = simple_eligible(simple_tier, oos.ft_p1, oos.ft_margin, tau_fast, margin)
+    simple = keeps_simple(eligible[None, :], oos.simple_conf[None, :], tau_cascade[:, None])
     return np.where(simple, oos.simple_conf[None, :], oos.bert_conf[None, :])

@@ -1,14 +1,19 @@
 """The small interface shared by the tiers and everything that consumes the router.
 
-Every tier takes a query and returns a ``TierResult``: ranked intents with probabilities,
-ranked knowledge-base candidates with scores, a confidence and its own timing. The router
-composes tiers into a ``Decision``, which the chat API stores and the review console shows.
+Every tier is a ``Tier``: it takes a query and returns a ``TierResult`` (ranked intents with
+probabilities, ranked knowledge-base candidates with scores, a confidence and its own timing)
+and names its model version. FastText (``app.nlp.intent``) is a plain ``Tier``; BM25
+(``app.nlp.bm25``) is a ``KbRetriever`` (it can be restricted to one intent and lists its
+documents); BERT (``app.nlp.bert``) is a ``BlendingTier`` (it blends another tier's intent
+distribution into its own). The router composes tiers into a ``Decision``, which the chat API
+stores and the review console shows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from app.vocab import ROUTER_REASONS
 
@@ -62,3 +67,45 @@ class Decision:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+class Tier(Protocol):
+    """A query in, a ``TierResult`` with at most ``k`` intents and candidates out."""
+
+    @property
+    def version(self) -> str: ...
+
+    def run(self, query: str, k: int = 5) -> TierResult: ...
+
+
+class KbDocument(Protocol):
+    slug: str
+    title: str
+    intent: str | None
+
+
+class KbRetriever(Tier, Protocol):
+    """A tier over the KB's articles that can be restricted to one intent's articles."""
+
+    @property
+    def docs(self) -> Sequence[KbDocument]: ...
+
+    def run(self, query: str, k: int = 5, *, intent: str | None = None) -> TierResult: ...
+
+
+class BlendingTier(Tier, Protocol):
+    """A tier whose intent distribution can take another tier's in (weight ``prior_weight``);
+    ``head_weight`` is its intent head's share in its article scores (0: KB matching only;
+    None: its scores are similarities as they are)."""
+
+    @property
+    def head_weight(self) -> float | None: ...
+
+    def run(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        prior: list[tuple[str, float]] | None = None,
+        prior_weight: float = 0.0,
+    ) -> TierResult: ...

@@ -15,6 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app import metrics
+from app.kb.plain_text import html_to_text
 from app.kb.slugs import slugify
 from app.kb.store import ArticleRecord, InvalidArticle, upsert_article
 from app.live.bus import on_commit
@@ -276,7 +277,7 @@ def _announce_reply(session: Session, item: ReviewItem, message: Message) -> Non
     """The reply's webhook event and e-mail (in this transaction), its live push (after it)."""
     from flask import current_app, has_app_context
 
-    from app.chat.service import public_message
+    from app.message_view import public_message
     from app.notify.followup import email_reply
     from app.notify.outbox import record_event
 
@@ -439,12 +440,7 @@ def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slu
 
 
 def _article_text(article: Article) -> str:
-    try:
-        from app.chat.text import html_to_text
-
-        text = html_to_text(article.body_html) if article.body_html else ""
-    except ImportError:
-        text = ""
+    text = html_to_text(article.body_html) if article.body_html else ""
     return text or article.body
 
 

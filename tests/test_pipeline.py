@@ -1,5 +1,5 @@
-"""A knowledge base without intent data becomes a bot: plain FAQs, one-example intents, long
-articles, and the held-out plan that makes it possible (app/nlp/training.py)."""
+"""The training stages (app/nlp/pipeline/) on a knowledge base without intent data: plain FAQs,
+one-example intents, long articles, and the held-out plan that makes it possible."""
 
 from __future__ import annotations
 
@@ -9,17 +9,10 @@ import pytest
 
 from app.cli import main
 from app.nlp.passages import plain_text, split_passages
-from app.nlp.training import (
-    FOLD_TEXTS_MAX,
-    HELD_OUT_MAX,
-    KbArticle,
-    TrainingData,
-    bm25_docs,
-    fit_models,
-    held_out_folds,
-    kb_entries,
-    with_examples_as_questions,
-)
+from app.nlp.pipeline.data import KbArticle, TrainingData, with_examples_as_questions
+from app.nlp.pipeline.kb import bm25_docs, kb_entries
+from app.nlp.pipeline.splits import FOLD_TEXTS_MAX, HELD_OUT_MAX, held_out_folds
+from app.nlp.training import fit_models
 
 PLAIN_FAQ = (
     "title,body\n"
@@ -178,9 +171,9 @@ def test_a_version_without_an_intent_tier_is_saved_loaded_and_served(
 ):
     """Beyond FASTTEXT_MAX_LABELS intents no FastText is trained: the version has no fasttext
     folder, says why, and the server answers from BERT's KB matching alone."""
-    from app.nlp import training
+    from app.nlp.pipeline import fit
 
-    monkeypatch.setattr(training, "FASTTEXT_MAX_LABELS", 2)
+    monkeypatch.setattr(fit, "FASTTEXT_MAX_LABELS", 2)
     faq = tmp_path / "faq.csv"
     faq.write_text(PLAIN_FAQ, encoding="utf-8")
     app = make_app(INTENTS_DIR=tmp_path / "no-intents")
@@ -203,7 +196,8 @@ def test_a_version_without_an_intent_tier_is_saved_loaded_and_served(
 
 
 def test_a_question_under_two_answers_is_right_with_either():
-    from app.nlp.training import held_out_truth, is_right
+    from app.nlp.pipeline.replay import is_right
+    from app.nlp.pipeline.splits import held_out_truth
 
     truth = held_out_truth(
         ["Good morning", "Good morning", "Thanks"], ["greeting", "good-morning", "thanks"]

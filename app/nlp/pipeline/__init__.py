@@ -1,0 +1,21 @@
+"""Training as named stages, each a small function passing a typed result to the next.
+
+``app.nlp.training.fit_models`` runs them in this order:
+
+========================  =============================  ==========================================
+stage                     module                         result
+========================  =============================  ==========================================
+data                      ``data.py``                    ``TrainingData``
+splits                    ``splits.py``                  ``HeldOutPlan`` (folds or one split)
+fit FastText              ``fit.py``                     ``FastTextFit`` (one model per fold)
+fit BERT                  ``fit.py``                     ``BertFit`` (one tier per fold, KB indexed)
+replay held-out           ``replay.py``                  ``HeldOutReplay`` (``RouteOutcomes``)
+calibrate                 ``calibrate.py``               ``Calibrated``
+tune                      ``tune.py``                    ``Tuned`` (thresholds, tiers)
+refit                     ``refit.py``                   ``ServingModels``
+publish                   ``publish.py``                 ``TrainedModels`` (what a version saves)
+========================  =============================  ==========================================
+
+No stage changes another's result; ``kb.py`` holds the KB as each tier indexes it (used by the
+stages and by the engine), ``progress.py`` the bar that names the running stage.
+"""

@@ -1,0 +1,189 @@
+"""Stage 1, data: what training learns from, read from the database or a labelled CSV.
+
+``TrainingData`` holds the labelled texts (intent examples of every origin, article titles and
+alternate questions), the published articles as training sees them (``KbArticle``), the
+declared tiers and the development out-of-scope queries. Errors are ``TrainingError`` with the
+file and line when a file is at fault.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import random
+import string
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GENERATED_NEGATIVES = 60
+
+
+class TrainingError(RuntimeError):
+    """Training cannot start or finish; the message says why in the user's terms."""
+
+
+@dataclass
+class KbArticle:
+    """A published article as training sees it (its intent is its category, or its slug)."""
+
+    slug: str
+    title: str
+    questions: list[str]
+    body: str
+    intent: str
+
+
+@dataclass
+class TrainingData:
+    texts: list[str]
+    labels: list[str]
+    articles: list[KbArticle]
+    declared_tiers: dict[str, str] = field(default_factory=dict)
+    oos_texts: list[str] = field(default_factory=list)
+
+    def data_hash(self) -> str:
+        digest = hashlib.sha256()
+        for text, label in sorted(zip(self.texts, self.labels, strict=True)):
+            digest.update(f"{label}\t{text}\n".encode())
+        for a in sorted(self.articles, key=lambda a: a.slug):
+            digest.update(json.dumps([a.slug, a.title, a.questions, a.intent]).encode())
+        for name, tier in sorted(self.declared_tiers.items()):
+            digest.update(f"{name}={tier}\n".encode())
+        return digest.hexdigest()
+
+
+def read_labelled_csv(path: str | Path) -> tuple[list[str], list[str]]:
+    """``text,category`` rows; errors name ``file:line``."""
+    path = Path(path)
+    texts: list[str] = []
+    labels: list[str] = []
+    try:
+        fh = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise TrainingError(f"{path}: cannot read: {exc.strerror}") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or not {"text", "category"} <= set(reader.fieldnames):
+            raise TrainingError(f"{path}:1: expected a header with columns text,category")
+        for row in reader:
+            text = (row.get("text") or "").strip()
+            label = (row.get("category") or "").strip()
+            if not text or not label:
+                raise TrainingError(f"{path}:{reader.line_num}: empty text or category")
+            texts.append(text)
+            labels.append(label)
+    if not texts:
+        raise TrainingError(f"{path}: no rows")
+    return texts, labels
+
+
+def category_title(category: str) -> str:
+    return category.replace("_", " ").replace("-", " ").strip().capitalize()
+
+
+def articles_from_categories(
+    texts: Sequence[str],
+    labels: Sequence[str],
+    questions_per_article: int | None = None,
+    seed: int = 0,
+) -> list[KbArticle]:
+    """One article per category (the eval KB): title from the name, training texts as its
+    alternate questions (all of them, or a sample of ``questions_per_article``)."""
+    by_label: dict[str, list[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        by_label.setdefault(label, []).append(text)
+    rng = random.Random(seed)
+    articles = []
+    for label in sorted(by_label):
+        questions = list(dict.fromkeys(by_label[label]))
+        if questions_per_article is not None and len(questions) > questions_per_article:
+            questions = rng.sample(questions, questions_per_article)
+        articles.append(
+            KbArticle(
+                slug=label, title=category_title(label), questions=questions, body="", intent=label
+            )
+        )
+    return articles
+
+
+def generated_negatives(n: int = GENERATED_NEGATIVES, seed: int = 0) -> list[str]:
+    """Nonsense no KB can answer: keyboard mash and random letters (domain-free negatives)."""
+    rng = random.Random(seed)
+    rows = ["qwertyuiop", "asdfghjkl", "zxcvbnm", "lorem ipsum dolor sit amet", "?????", "..."]
+    while len(rows) < n:
+        words = [
+            "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 9)))
+            for _ in range(rng.randint(1, 6))
+        ]
+        rows.append(" ".join(words))
+    return rows[:n]
+
+
+def read_oos_dev(intents_dir: str | Path | None) -> list[str]:
+    """Development out-of-scope queries (never the test file)."""
+    if not intents_dir:
+        return []
+    path = Path(intents_dir) / "out_of_scope" / "dev.csv"
+    if not path.is_file():
+        return []
+    texts, _ = read_labelled_csv(path)
+    return texts
+
+
+def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData:
+    """Intents, training examples of every origin and published articles from the database.
+
+    An article without a category is its own intent (named after its slug), trained on its
+    title and alternate questions; articles with a category add theirs to that intent. The
+    examples of an intent that has exactly one article are matched as that article's questions
+    too (``with_examples_as_questions``).
+    """
+    from sqlalchemy import select
+
+    from app.models import Article, Intent, TrainingExample
+
+    pairs: dict[tuple[str, str], None] = {}
+    for text, intent in session.execute(select(TrainingExample.text, TrainingExample.intent)):
+        if text and text.strip() and intent:
+            pairs[(text.strip(), intent)] = None
+    articles: list[KbArticle] = []
+    for art in session.scalars(
+        select(Article).where(Article.published.is_(True)).order_by(Article.slug)
+    ):
+        intent = art.category or art.slug
+        questions = [q for q in (art.questions or []) if isinstance(q, str) and q.strip()]
+        articles.append(KbArticle(art.slug, art.title, questions, art.body or "", intent))
+        for text in [art.title, *questions]:
+            pairs[(text.strip(), intent)] = None
+    declared = {
+        i.name: i.tier for i in session.scalars(select(Intent)) if i.tier_source == "declared"
+    }
+    texts = [t for t, _ in pairs]
+    labels = [lab for _, lab in pairs]
+    articles = with_examples_as_questions(articles, texts, labels)
+    return TrainingData(texts, labels, articles, declared, read_oos_dev(intents_dir))
+
+
+def with_examples_as_questions(
+    articles: Sequence[KbArticle], texts: Sequence[str], labels: Sequence[str]
+) -> list[KbArticle]:
+    """Articles whose intent is theirs alone also get that intent's examples as questions.
+
+    BM25 and BERT match a query against an article's texts; an example a reviewer taught for
+    an intent answered by one article is one more way of asking for that article, and is
+    matched from the next training on, even before the intent classifier has enough data.
+    """
+    owners = Counter(a.intent for a in articles)
+    extra: dict[str, list[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        if owners.get(label) == 1:
+            extra.setdefault(label, []).append(text)
+    out = []
+    for a in articles:
+        more = [t for t in extra.get(a.intent, []) if t != a.title]
+        questions = list(dict.fromkeys([*a.questions, *more]))
+        out.append(KbArticle(a.slug, a.title, questions, a.body, a.intent))
+    return out

@@ -1,0 +1,135 @@
+"""Stages 3 and 4, fit FastText and fit BERT: one model of each per held-out fold, on the
+fold's fit part only.
+
+FastText chooses its grid cell on the first fold and reuses it on the others; beyond
+FASTTEXT_MAX_LABELS intents it is not trained at all. The BERT tier fine-tunes its encoder
+only with a split and enough data (``finetune.should_fine_tune``); with folds, one frozen
+encoder embeds every text once and each fold fits its head on its rows. Each fold's BERT tier
+indexes the KB *without* that fold's held-out texts, titles included (they would leak the
+answer); texts embedded for one fold are not embedded again for the next.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.nlp.intent import FastTextIntent
+from app.nlp.pipeline.data import TrainingData
+from app.nlp.pipeline.kb import kb_entries
+from app.nlp.pipeline.splits import HeldOutPlan
+
+if TYPE_CHECKING:
+    from app.nlp.bert import BertTier, Encoder
+
+# Beyond this many intents FastText is not trained (a softmax over 100,000 one-example
+# articles costs minutes and learns nothing the KB matching does not know).
+FASTTEXT_MAX_LABELS = 5000
+
+
+@dataclass(frozen=True)
+class FastTextFit:
+    """The intent tier of every fold (None each when it is off) and why it is on or off."""
+
+    active: bool
+    reason: str
+    models: list[FastTextIntent | None]
+    params: dict | None  # the grid cell chosen on the first fold
+    metrics: dict | None  # that choice's figures (FastTextIntent.select)
+
+
+@dataclass(frozen=True)
+class BertFit:
+    """The BERT tier of every fold, each indexed on the KB without the fold's held-out texts;
+    with folds, the frozen encoder they share and its embeddings of ``HeldOutPlan.texts``."""
+
+    models: list[BertTier]
+    encoder: Encoder | None
+    vectors: np.ndarray | None
+
+    def release_training_encoders(self) -> None:
+        """Drop the fp32 encoder copies, only needed while training (memory)."""
+        for model in self.models:
+            model.training_encoder = None
+
+
+def fasttext_plan(labels: Sequence[str]) -> tuple[bool, str]:
+    """Whether FastText is trained, and why, in the user's terms."""
+    counts = Counter(labels)
+    median = float(np.median(list(counts.values()))) if counts else 0.0
+    if len(counts) > FASTTEXT_MAX_LABELS:
+        return False, (
+            f"{len(counts)} intents (more than {FASTTEXT_MAX_LABELS}) with a median of "
+            f"{median:g} examples each; BM25 and BERT match the KB directly"
+        )
+    return True, f"trained on {len(labels)} examples of {len(counts)} intents (median {median:g})"
+
+
+def fit_fasttext(
+    data: TrainingData, plan: HeldOutPlan, *, seed: int, note: Callable[[str], None]
+) -> FastTextFit:
+    """One FastText model per fold (grid chosen on the first); ``note`` reports progress."""
+    active, reason = fasttext_plan(data.labels)
+    if not active:
+        return FastTextFit(False, reason, [None] * len(plan.folds), None, None)
+    models: list[FastTextIntent | None] = []
+    params = metrics = None
+    for fold in plan.folds:
+        fit_texts = [plan.texts[i] for i in fold.fit]
+        fit_labels = [plan.labels[i] for i in fold.fit]
+        if params is None:
+            held_texts = [plan.texts[i] for i in fold.held]
+            held_labels = [plan.labels[i] for i in fold.held]
+            model = FastTextIntent.select(
+                fit_texts, fit_labels, held_texts, held_labels, seed=seed, progress=note
+            )
+            params, metrics = model.metrics["chosen"], model.metrics
+        else:
+            model = FastTextIntent.train(fit_texts, fit_labels, seed=seed, **params)
+        models.append(model)
+    return FastTextFit(True, reason, models, params, metrics)
+
+
+def fit_bert(
+    data: TrainingData,
+    plan: HeldOutPlan,
+    *,
+    bert_path: str | Path | None,
+    quantize: bool,
+    seed: int,
+    fine_tune_epochs: int,
+    progress: bool,
+    step: Callable[[str], None],
+) -> BertFit:
+    """One BERT tier per fold; ``step`` is called after each."""
+    from app.nlp.bert import BertTier, Encoder, resolve_bert_path
+
+    encoder = vectors = None
+    if plan.shared_encoder:
+        encoder = Encoder(resolve_bert_path(bert_path), quantize=False)
+        vectors = encoder.encode(plan.texts, progress=progress)
+    embedded: dict[str, np.ndarray] = {}
+    models = []
+    for number, fold in enumerate(plan.folds):
+        bert = BertTier.train(
+            [plan.texts[i] for i in fold.fit],
+            [plan.labels[i] for i in fold.fit],
+            [],
+            bert_path=bert_path,
+            quantize=quantize,
+            progress=progress and not plan.shared_encoder,
+            seed=seed,
+            fine_tune_epochs=0 if plan.shared_encoder else fine_tune_epochs,
+            encoder=encoder,
+            vectors=None if vectors is None else vectors[fold.fit],
+        )
+        bert.set_kb(kb_entries(data.articles, plan.held_texts(number)), known=embedded)
+        embedded.update(bert.kb_vectors)
+        models.append(bert)
+        step(f"bert, fold {number + 1}/{len(plan.folds)}" if len(plan.folds) > 1 else "bert")
+    return BertFit(models, encoder, vectors)

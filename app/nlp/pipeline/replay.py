@@ -1,0 +1,255 @@
+"""Stage 5, replay held-out: every held-out query, and the fold's out-of-scope negatives,
+through both routes of the router, with the fold's models.
+
+Per query: the simple route's answer (``Router.simple_retrieve``, BM25 restricted to
+FastText's intent, as live) and the BERT route's (blended with FastText's view), whether each
+is right, and the calibrators' features of each. First the weight of FastText in the BERT
+route's blend is chosen on the in-scope held-out queries of every fold (``FASTTEXT_WEIGHT_GRID``).
+The tuner then replays these outcomes through the router's rule (``app.nlp.router``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tqdm import tqdm
+
+from app.nlp.bm25 import BM25Retriever
+from app.nlp.calibration import CalibrationSet, complex_features, simple_features
+from app.nlp.pipeline.data import TrainingData
+from app.nlp.pipeline.fit import BertFit, FastTextFit
+from app.nlp.pipeline.kb import bm25_docs
+from app.nlp.pipeline.splits import HeldOutPlan, Truth
+from app.nlp.router import TOP_K, Router, RouterModels
+from app.nlp.thresholds import Thresholds
+from app.nlp.types import Tier, TierResult
+
+if TYPE_CHECKING:
+    from app.nlp.bert import BertTier
+
+FASTTEXT_WEIGHT_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
+VALIDATION_BATCH = 256
+
+
+def is_right(answer: str | None, truth: Truth) -> bool:
+    """A held-out answer is right when it is the query's intent, or one of them: a question a
+    KB lists under two answers (a QnA export's "Good morning") is answered by either."""
+    if truth is None or answer is None:
+        return False
+    return answer in truth if isinstance(truth, frozenset) else answer == truth
+
+
+@dataclass(frozen=True)
+class RouteOutcomes:
+    """Per query, in-scope queries first (``n_in_scope``), then out-of-scope ones: both routes'
+    calibration features and correctness, and FastText's top intent, top-1 and margin."""
+
+    simple_rows: list[dict[str, float]]
+    complex_rows: list[dict[str, float]]
+    simple_ok: np.ndarray
+    bert_ok: np.ndarray
+    ft_top: list[str]
+    ft_p1: np.ndarray
+    ft_margin: np.ndarray
+    n_in_scope: int
+
+    @classmethod
+    def concat(cls, parts: Sequence[RouteOutcomes]) -> RouteOutcomes:
+        """Every part's in-scope queries, then every part's out-of-scope ones."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def joined(name: str):
+            values = [getattr(p, name)[: p.n_in_scope] for p in parts]
+            values += [getattr(p, name)[p.n_in_scope :] for p in parts]
+            if isinstance(values[0], np.ndarray):
+                return np.concatenate(values)
+            return [x for chunk in values for x in chunk]
+
+        per_query = [f.name for f in dataclasses.fields(cls) if f.name != "n_in_scope"]
+        return cls(
+            **{name: joined(name) for name in per_query},
+            n_in_scope=sum(p.n_in_scope for p in parts),
+        )
+
+
+@dataclass(frozen=True)
+class HeldOutReplay:
+    """The routes' outcomes on every fold's held-out queries and the chosen blend weight."""
+
+    outcomes: RouteOutcomes
+    held_labels: list[str]  # label of each in-scope outcome (the per-intent scores)
+    fasttext_weight: float
+    blend_accuracy: dict[str, float]  # held-out BERT-route accuracy per grid weight
+
+
+@dataclass(frozen=True)
+class _FoldQueries:
+    fasttext: Tier | None
+    bert: BertTier
+    bm25: BM25Retriever
+    queries: list[str]
+    truth: list[Truth]
+    n_in_scope: int
+    ft_results: list[TierResult]
+    vectors: np.ndarray
+
+
+def replay_held_out(
+    data: TrainingData,
+    plan: HeldOutPlan,
+    fasttext: FastTextFit,
+    bert: BertFit,
+    *,
+    progress: bool,
+) -> HeldOutReplay:
+    folds = []
+    for number, (ft, model) in enumerate(zip(fasttext.models, bert.models, strict=True)):
+        queries, truth, n_in_scope = plan.queries(number)
+        held = plan.held_texts(number)
+        folds.append(
+            _FoldQueries(
+                fasttext=ft,
+                bert=model,
+                bm25=BM25Retriever(bm25_docs(data.articles, held)),
+                queries=queries,
+                truth=truth,
+                n_in_scope=n_in_scope,
+                ft_results=intent_results(ft, queries),
+                vectors=model.encoder.encode(
+                    queries, progress=progress and not plan.shared_encoder
+                ),
+            )
+        )
+    weight, accuracy = 0.0, {}
+    if fasttext.active:  # FastText and BERT see every held-out query once: the blend, then routes
+        weight, accuracy = choose_fasttext_weight_folds(folds)
+    parts = [
+        evaluate_routes(
+            f.fasttext,
+            f.bm25,
+            f.bert,
+            f.queries,
+            f.truth,
+            n_in_scope=f.n_in_scope,
+            progress=progress and not plan.shared_encoder,
+            fasttext_weight=weight,
+            ft_results=f.ft_results,
+            vectors=f.vectors,
+        )
+        for f in folds
+    ]
+    return HeldOutReplay(RouteOutcomes.concat(parts), plan.held_labels(), weight, accuracy)
+
+
+def intent_results(fasttext: Tier | None, queries: Sequence[str]) -> list[TierResult]:
+    """FastText's view of each query (an empty one when there is no intent tier)."""
+    if fasttext is None:
+        return [TierResult(tier="fasttext") for _ in queries]
+    return [fasttext.run(q, k=TOP_K) for q in queries]
+
+
+def evaluate_routes(
+    ft: Tier | None,
+    bm25: BM25Retriever,
+    bert: BertTier,
+    queries: Sequence[str],
+    labels: Sequence[Truth],
+    *,
+    n_in_scope: int | None = None,
+    progress: bool = False,
+    fasttext_weight: float = 0.0,
+    ft_results: Sequence[TierResult] | None = None,
+    vectors: np.ndarray | None = None,
+) -> RouteOutcomes:
+    """Run both routes on every query as the router runs them; ``labels`` None marks
+    out-of-scope (never correct), and ``n_in_scope`` says how many come first (default: those
+    with a label). ``ft_results`` and ``vectors`` (FastText's results and BERT embeddings of
+    ``queries``) are computed here unless given."""
+    router = Router(RouterModels(ft, bm25, bert, CalibrationSet.untrained(), Thresholds(), {}))
+    if ft_results is None:
+        ft_results = intent_results(ft, queries)
+    bert_results: list[TierResult] = []
+    for start in tqdm(
+        range(0, len(queries), VALIDATION_BATCH),
+        desc="validating",
+        unit="batch",
+        disable=not progress,
+        leave=False,
+    ):
+        stop = start + VALIDATION_BATCH
+        bert_results.extend(
+            bert.run_batch(
+                list(queries[start:stop]),
+                k=TOP_K,
+                priors=[f.intents for f in ft_results[start:stop]],
+                prior_weight=fasttext_weight,
+                vectors=None if vectors is None else vectors[start:stop],
+            )
+        )
+    simple_rows, complex_rows, simple_ok, bert_ok, ft_top, ft_p1, ft_margin = ([] for _ in range(7))
+    for query, label, f, b in zip(queries, labels, ft_results, bert_results, strict=True):
+        m = router.simple_retrieve(query, f)
+        simple_answer = m.candidates[0].intent if m.candidates else None
+        bert_answer = b.candidates[0].intent if b.candidates else None
+        simple_rows.append(simple_features(f, m))
+        complex_rows.append(complex_features(f, b, bert.head_weight))
+        simple_ok.append(is_right(simple_answer, label))
+        bert_ok.append(is_right(bert_answer, label))
+        ft_top.append(f.intents[0][0] if f.intents else "")
+        p1 = f.intents[0][1] if f.intents else 0.0
+        p2 = f.intents[1][1] if len(f.intents) > 1 else 0.0
+        ft_p1.append(p1)
+        ft_margin.append(p1 - p2)
+    if n_in_scope is None:
+        n_in_scope = sum(label is not None for label in labels)
+    return RouteOutcomes(
+        simple_rows,
+        complex_rows,
+        np.asarray(simple_ok),
+        np.asarray(bert_ok),
+        ft_top,
+        np.asarray(ft_p1),
+        np.asarray(ft_margin),
+        n_in_scope,
+    )
+
+
+def choose_fasttext_weight(
+    ft_results: Sequence[TierResult], bert: BertTier, vectors: np.ndarray, labels: Sequence[Truth]
+) -> tuple[float, dict[str, float]]:
+    """The weight of FastText in the BERT route's blend that answers most held-out queries
+    right (ties: the smaller weight), from FastText's results and the queries' embeddings.
+    Returns it and the accuracy of every grid weight."""
+    rows = np.stack([bert.prior_vector(f.intents) for f in ft_results])
+    accuracy = {}
+    for weight in FASTTEXT_WEIGHT_GRID:
+        _, scores, entries = bert.score(vectors, rows, weight)
+        if not entries:
+            return 0.0, {}
+        answered = [entries[i].intent for i in scores.argmax(axis=1)]
+        hits = [is_right(a, t) for a, t in zip(answered, labels, strict=True)]
+        accuracy[str(weight)] = round(float(np.mean(hits)), 4)
+    best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy[str(w)], -w))
+    return best, accuracy
+
+
+def choose_fasttext_weight_folds(folds: Sequence[_FoldQueries]) -> tuple[float, dict[str, float]]:
+    """``choose_fasttext_weight`` over every fold's in-scope queries (counts pooled)."""
+    hits: dict[str, float] = {}
+    total = 0
+    for f in folds:
+        n = f.n_in_scope
+        _, accuracy = choose_fasttext_weight(f.ft_results[:n], f.bert, f.vectors[:n], f.truth[:n])
+        for key, value in accuracy.items():
+            hits[key] = hits.get(key, 0.0) + value * n
+        total += n
+    if not hits or not total:
+        return 0.0, {}
+    accuracy = {key: round(value / total, 4) for key, value in hits.items()}
+    best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy.get(str(w), -1), -w))
+    return best, accuracy

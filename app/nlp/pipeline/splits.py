@@ -1,0 +1,147 @@
+"""Stage 2, splits: which texts are held out, against models and indexes that never saw them.
+
+Under FOLD_TEXTS_MAX labelled texts, FOLDS folds in which every text is held out once (a plain
+FAQ of 40 titles gives 40 held-out queries, not 6); from it on, one stratified split (15%, at
+most HELD_OUT_MAX; one-text intents sampled too, so a KB without intent data still has
+held-out queries). ``tierdesk tune --val`` gives the held-out set instead (mode ``given``).
+Each fold also gets its share of the out-of-scope negatives (development queries and
+generated nonsense), which are never right.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.nlp.intent import stratified_split
+from app.nlp.pipeline.data import TrainingData, TrainingError, generated_negatives
+
+VAL_FRACTION = 0.15
+# Under this many labelled texts every text is held out once (FOLDS folds); from it on, one
+# stratified split (the encoder fine-tune needs held-out data it never saw, one pass only).
+FOLD_TEXTS_MAX = 6000
+FOLDS = 5
+# A split holds out at most this many texts (a large KB: more would only cost time).
+HELD_OUT_MAX = 3000
+
+Truth = str | frozenset | None  # an intent, every intent a text is listed under, None: none
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Indexes into ``HeldOutPlan.texts``: what the fold's models fit on, what they answer."""
+
+    fit: list[int]
+    held: list[int]
+
+
+@dataclass(frozen=True)
+class HeldOutPlan:
+    """How held-out signal is made. ``texts``/``labels`` are the training data (then, in mode
+    ``given``, the validation set); ``truth`` is each text's intent or intents."""
+
+    mode: str  # "folds" | "split" | "given"
+    texts: list[str]
+    labels: list[str]
+    truth: list[Truth]
+    folds: list[Fold]
+    negatives: list[str]
+    refit: bool  # retrain on all the data for serving (not when the held-out set was given)
+
+    @property
+    def shared_encoder(self) -> bool:
+        """Folds share one frozen encoder and one embedding pass (no fine-tune per fold)."""
+        return self.mode == "folds"
+
+    def queries(self, number: int) -> tuple[list[str], list[Truth], int]:
+        """Fold ``number``'s held-out queries (its texts, then its negatives), their truth and
+        how many are in scope."""
+        fold = self.folds[number]
+        mine = self.negatives[number :: len(self.folds)]
+        queries = [*(self.texts[i] for i in fold.held), *mine]
+        truth = [*(self.truth[i] for i in fold.held), *[None] * len(mine)]
+        return queries, truth, len(fold.held)
+
+    def held_texts(self, number: int) -> set[str]:
+        """Fold ``number``'s held-out texts: what its models and indexes must not contain."""
+        return {self.texts[i] for i in self.folds[number].held}
+
+    def held_labels(self) -> list[str]:
+        """The label of every in-scope held-out query, fold after fold."""
+        return [self.labels[i] for fold in self.folds for i in fold.held]
+
+
+def plan_held_out(
+    data: TrainingData,
+    *,
+    validation: tuple[list[str], list[str]] | None,
+    val_fraction: float,
+    seed: int,
+    refit: bool = True,
+) -> HeldOutPlan:
+    """The held-out plan for ``data`` (``validation``: a given labelled set, never refit)."""
+    if validation is None:
+        mode, pairs = held_out_folds(data.labels, val_fraction=val_fraction, seed=seed)
+        texts, labels = list(data.texts), list(data.labels)
+    else:
+        mode = "given"
+        texts = [*data.texts, *validation[0]]
+        labels = [*data.labels, *validation[1]]
+        pairs = [(list(range(len(data.texts))), list(range(len(data.texts), len(texts))))]
+        refit = False
+    if not pairs or not any(held for _, held in pairs):
+        raise TrainingError("too few texts to hold any out for tuning (need at least 2)")
+    negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
+    return HeldOutPlan(
+        mode=mode,
+        texts=texts,
+        labels=labels,
+        truth=held_out_truth(texts, labels),
+        folds=[Fold(fit, held) for fit, held in pairs],
+        negatives=negatives,
+        refit=refit,
+    )
+
+
+def held_out_folds(
+    labels: Sequence[str], *, val_fraction: float, seed: int
+) -> tuple[str, list[tuple[list[int], list[int]]]]:
+    """``("split", [(fit, held)])`` or ``("folds", [...])`` (module docstring)."""
+    n = len(labels)
+    if n >= FOLD_TEXTS_MAX:
+        fit, held = stratified_split(labels, val_fraction, seed)
+        if len(held) > HELD_OUT_MAX:  # a large KB: a sample is enough to tune on
+            rng = random.Random(seed)
+            keep = set(rng.sample(held, HELD_OUT_MAX))
+            fit = sorted([*fit, *(i for i in held if i not in keep)])
+            held = sorted(keep)
+        counts = Counter(labels)
+        singles = [i for i in fit if counts[labels[i]] == 1]
+        room = max(0, HELD_OUT_MAX - len(held))
+        take = min(room, int(round(len(singles) * val_fraction)))
+        if take:
+            extra = set(random.Random(seed).sample(singles, take))
+            fit = [i for i in fit if i not in extra]
+            held = sorted([*held, *extra])
+        return "split", [(fit, held)]
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    k = min(FOLDS, n)
+    folds = [sorted(order[i::k]) for i in range(k)]
+    return "folds", [
+        (sorted(set(order) - set(fold)), fold) for fold in folds if fold and len(fold) < n
+    ]
+
+
+def held_out_truth(texts: Sequence[str], labels: Sequence[str]) -> list[Truth]:
+    """Each held-out text's intent, or every intent it is listed under when there are several
+    (a question a KB lists under two answers, like a QnA export's "Good morning")."""
+    intents: dict[str, set[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        intents.setdefault(text, set()).add(label)
+    return [
+        label if len(intents[text]) == 1 else frozenset(intents[text])
+        for text, label in zip(texts, labels, strict=True)
+    ]
