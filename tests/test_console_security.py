@@ -7,7 +7,13 @@ from fixtures_review import csrf_from, login
 from app.db import session_scope
 from app.models import Message, ReviewItem
 
-GET_URLS = ["/console/", "/console/stats", "/console/items/1"]
+GET_URLS = [
+    "/console/",
+    "/console/stats",
+    "/console/items/1",
+    "/console/admin/",
+    "/console/admin/audit",
+]
 POST_URLS = [
     "/console/claim",
     "/console/logout",
@@ -17,6 +23,13 @@ POST_URLS = [
     "/console/items/1/article",
     "/console/items/1/discard",
     "/console/items/1/teach",
+    "/console/admin/reviewers",
+    "/console/admin/reviewers/1",
+    "/console/admin/retention",
+    "/console/admin/purge",
+    "/console/admin/export",
+    "/console/admin/erase",
+    "/console/admin/models/activate",
 ]
 
 
@@ -26,7 +39,9 @@ def _console_rules(app) -> set[str]:
 
 def test_the_lists_cover_every_console_url(app):
     listed = {
-        url.replace("/1/", "/<int:item_id>/").replace("items/1", "items/<int:item_id>")
+        url.replace("/1/", "/<int:item_id>/")
+        .replace("items/1", "items/<int:item_id>")
+        .replace("reviewers/1", "reviewers/<int:reviewer_id>")
         for url in GET_URLS + POST_URLS
     }
     assert _console_rules(app) - {"/console/login"} == listed
