@@ -107,6 +107,9 @@ class Config:
         self.RETENTION_DAYS = _env_int("TIERDESK_RETENTION_DAYS", 0)
         self.TRAINING_RETENTION_DAYS = _env_int("TIERDESK_TRAINING_RETENTION_DAYS", 0)
         self.RETENTION_INTERVAL_SECONDS = _env_int("TIERDESK_RETENTION_INTERVAL_SECONDS", 3600)
+        # Verified widget identities (app/privacy/identity.py): the HMAC secret the host site's
+        # server signs customer ids with; unset: every visitor is anonymous.
+        self.IDENTITY_SECRET = _env("TIERDESK_IDENTITY_SECRET")
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).

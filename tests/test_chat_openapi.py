@@ -47,6 +47,7 @@ def test_the_document_is_valid_openapi_3_1(spec):
         "/chat",
         "/conversations/{conversation_id}",
         "/messages/{message_id}/feedback",
+        "/customer/conversations",
         "/openapi.json",
     }
 

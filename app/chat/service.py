@@ -169,6 +169,7 @@ def handle_message(
     handoff: bool,
     articles: ArticleCache,
     relaxed_commit: bool = False,
+    customer_ref: str | None = None,
 ) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
@@ -192,7 +193,9 @@ def handle_message(
 
     new_conversation = conversation is None
     if conversation is None:
-        conversation = Conversation(id=new_id(), client_key=client_key, status="open")
+        conversation = Conversation(
+            id=new_id(), client_key=client_key, customer_ref=customer_ref, status="open"
+        )
     masker = get_masker()
     trace = _json_safe(decision.trace) if decision is not None else {}
     trace = masker.mask_value({**trace, "escalation_reason": reason})
