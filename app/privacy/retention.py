@@ -36,7 +36,10 @@ log = logging.getLogger(__name__)
 BATCH = 500
 PAUSE_SECONDS = 0.05  # between batches: room for the chat path's writes
 LOCK_KEY = "privacy:retention_lock"
-OVERRIDES = {"RETENTION_DAYS": "retention_days", "TRAINING_RETENTION_DAYS": "training_retention_days"}
+OVERRIDES = {
+    "RETENTION_DAYS": "retention_days",
+    "TRAINING_RETENTION_DAYS": "training_retention_days",
+}
 
 
 class RetentionSettingsError(ValueError):

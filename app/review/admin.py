@@ -51,9 +51,7 @@ def _refuse(message: str, anchor: str = ""):
 
 
 def _audited(action: str, *, target: str | None = None, detail: dict | None = None) -> None:
-    audit.record(
-        get_session(), action, reviewer_id=g.reviewer.id, target=target, detail=detail
-    )
+    audit.record(get_session(), action, reviewer_id=g.reviewer.id, target=target, detail=detail)
 
 
 def _int(value: str | None, what: str) -> int:
@@ -96,7 +94,11 @@ def add_reviewer():
     except auth.AccountError as exc:
         db.rollback()
         return _refuse(f"Not added: {exc}.", "#reviewers")
-    _audited(AuditAction.REVIEWER_ADD, target=f"reviewer:{reviewer.email}", detail={"role": reviewer.role})
+    _audited(
+        AuditAction.REVIEWER_ADD,
+        target=f"reviewer:{reviewer.email}",
+        detail={"role": reviewer.role},
+    )
     db.commit()
     return _done(f"Added {reviewer.email} ({reviewer.role}).", "#reviewers")
 
@@ -155,7 +157,10 @@ def set_retention():
         detail={"retention_days": days, "training_retention_days": training},
     )
     db.commit()
-    return _done(f"Retention set: chats {days} days, taught examples {training} days (0: kept).", "#retention")
+    return _done(
+        f"Retention set: chats {days} days, taught examples {training} days (0: kept).",
+        "#retention",
+    )
 
 
 @bp.post("/purge")

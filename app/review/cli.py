@@ -74,7 +74,9 @@ def reviewer_list() -> None:
         for r in reviewers:
             last = r.last_login_at.strftime("%Y-%m-%d %H:%M") if r.last_login_at else "never"
             state = "active" if r.active else "disabled"
-            click.echo(f"{r.email}\t{state}\t{r.role}\tcreated {r.created_at:%Y-%m-%d}\tlast login {last}")
+            click.echo(
+                f"{r.email}\t{state}\t{r.role}\tcreated {r.created_at:%Y-%m-%d}\tlast login {last}"
+            )
 
 
 @click.group("review", cls=AppGroup)
