@@ -154,6 +154,9 @@ class Config:
         from app.notify.hours import parse_business_hours
 
         parse_business_hours(self.BUSINESS_HOURS)  # a ValueError naming the variable
+        # Verified widget identities (app/privacy/identity.py): the HMAC secret the host site's
+        # server signs customer ids with; unset: every visitor is anonymous.
+        self.IDENTITY_SECRET = _env("TIERDESK_IDENTITY_SECRET")
         self.LOG_JSON = _env_bool("TIERDESK_LOG_JSON", False)
         self.LOG_LEVEL = _env("TIERDESK_LOG_LEVEL", "INFO")
         # Load and warm the models when the app starts (off in most unit tests).

@@ -10,7 +10,10 @@ from __future__ import annotations
 import pytest
 from fixtures_chat import serve_app
 from fixtures_review import REVIEWER_PASSWORD
+from sqlalchemy import update
 
+from app.db import session_scope
+from app.models import Reviewer
 from app.security import CSP_PAGES
 
 pytestmark = pytest.mark.browser
@@ -27,6 +30,9 @@ def test_console_and_pages_load_under_the_csp_without_violations(
     browser, app, reviewer, sample_articles, escalate_message
 ):
     item_id = escalate_message("my card 4111 1111 1111 1111 never came")
+    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        # An admin sees every console page, the admin pages included.
+        session.execute(update(Reviewer).where(Reviewer.id == reviewer.id).values(role="admin"))
     context = browser.new_context()
     context.add_init_script(LISTEN)
     page = context.new_page()
@@ -73,6 +79,8 @@ def test_console_and_pages_load_under_the_csp_without_violations(
         visited.append(("item", page.evaluate("window.__cspViolations")))
         visit(f"{base}/console/items/{item_id}")
         visit(f"{base}/console/stats")
+        visit(f"{base}/console/admin/")
+        visit(f"{base}/console/admin/audit")
     context.close()
     assert all(not violations for _url, violations in visited), visited
     assert console_errors == []

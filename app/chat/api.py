@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
+from sqlalchemy import select
 
 from app.chat import cors
 from app.chat.articles import ArticleCache
@@ -17,7 +18,8 @@ from app.chat.service import (
     turn_payload,
 )
 from app.db import get_session
-from app.models import Message
+from app.models import Conversation, Message
+from app.privacy import identity as identities
 from app.ratelimit import RateLimiter, client_address, client_key, parse_limit
 from app.services import get_engine, get_redis
 
@@ -53,6 +55,26 @@ def _client() -> str:
     return client_key(address, current_app.config["SECRET_KEY"])
 
 
+def _identity() -> identities.Identity:
+    """The caller's verified customer identity, or anonymous; a forged one is a 403."""
+    try:
+        return identities.from_request(
+            request, current_app.config.get("IDENTITY_SECRET"), current_app.config["SECRET_KEY"]
+        )
+    except identities.InvalidIdentity as exc:
+        raise ApiError(403, "identity_invalid", str(exc)) from None
+
+
+def _visible_conversation(session, conversation_id: str, who: identities.Identity):
+    """The conversation when this caller may see it; otherwise None (reported as 404)."""
+    conversation = (
+        find_conversation(session, conversation_id) if is_valid_id(conversation_id) else None
+    )
+    if conversation is None or not who.may_access(conversation.customer_ref):
+        return None
+    return conversation
+
+
 def _enforce_rate_limit(bucket: str, scale: int = 1) -> None:
     verdict = _limiter().hit(bucket, _client(), scale)
     if not verdict.allowed:
@@ -67,14 +89,16 @@ def _enforce_rate_limit(bucket: str, scale: int = 1) -> None:
 @bp.post("/chat")
 def chat():
     _enforce_rate_limit("write")
+    who = _identity()
     req = parse_chat_request()
     session = get_session()
     conversation = None
     if req.conversation_id is not None:
-        if is_valid_id(req.conversation_id):
-            conversation = find_conversation(session, req.conversation_id)
+        conversation = _visible_conversation(session, req.conversation_id, who)
         if conversation is None:
             raise ApiError(404, "conversation_not_found", "No conversation has this id.")
+        if who.verified and conversation.customer_ref is None:
+            conversation.customer_ref = who.ref  # the visitor logged in: the chat is theirs
     turn = handle_message(
         session,
         engine=get_engine(),
@@ -83,6 +107,7 @@ def chat():
         client_key=_client(),
         handoff=req.handoff,
         articles=_articles(),
+        customer_ref=who.ref,
         relaxed_commit=bool(current_app.config.get("CHAT_RELAXED_COMMIT")),
     )
     return jsonify(turn_payload(turn))
@@ -91,10 +116,9 @@ def chat():
 @bp.get("/conversations/<conversation_id>")
 def get_conversation(conversation_id: str):
     _enforce_rate_limit("read", _READ_BUDGET_SCALE)
+    who = _identity()
     session = get_session()
-    conversation = (
-        find_conversation(session, conversation_id) if is_valid_id(conversation_id) else None
-    )
+    conversation = _visible_conversation(session, conversation_id, who)
     if conversation is None:
         raise ApiError(404, "conversation_not_found", "No conversation has this id.")
     return jsonify(conversation_payload(session, conversation))
@@ -147,9 +171,12 @@ def conversation_email(conversation_id: str):
 @bp.post("/messages/<message_id>/feedback")
 def feedback(message_id: str):
     _enforce_rate_limit("write")
+    who = _identity()
     req = parse_feedback_request()
     session = get_session()
     message = session.get(Message, message_id) if is_valid_id(message_id) else None
+    if message is not None and _visible_conversation(session, message.conversation_id, who) is None:
+        message = None  # another customer's message: as unknown as a wrong id
     if message is None:
         raise ApiError(404, "message_not_found", "No message has this id.")
     if message.role == "customer" or (message.role == "bot" and message.status != "answered"):
@@ -164,6 +191,35 @@ def feedback(message_id: str):
             "helpful": req.helpful,
             "escalated": outcome.escalated,
             "conversation_status": outcome.conversation_status,
+        }
+    )
+
+
+@bp.get("/customer/conversations")
+def customer_conversations():
+    """A verified customer's conversations, newest first (the widget resumes the first)."""
+    _enforce_rate_limit("read", _READ_BUDGET_SCALE)
+    who = _identity()
+    if not who.verified:
+        raise ApiError(
+            401, "identity_required", "Only a verified customer identity lists conversations."
+        )
+    rows = get_session().scalars(
+        select(Conversation)
+        .where(Conversation.customer_ref == who.ref)
+        .order_by(Conversation.updated_at.desc(), Conversation.created_at.desc())
+        .limit(50)
+    )
+    return jsonify(
+        {
+            "conversations": [
+                {
+                    "conversation_id": c.id,
+                    "created_at": c.created_at.isoformat(timespec="milliseconds") + "Z",
+                    "status": c.status,
+                }
+                for c in rows
+            ]
         }
     )
 

@@ -16,7 +16,7 @@ from flask import Response, current_app, request
 from app.chat.errors import error_response
 
 _ALLOWED_METHODS = "GET, POST, OPTIONS"
-_ALLOWED_HEADERS = "Content-Type"
+_ALLOWED_HEADERS = "Content-Type, X-Tierdesk-Customer-Id, X-Tierdesk-Customer-Hash"
 _EXPOSED_HEADERS = "Retry-After"
 _PREFLIGHT_MAX_AGE = "600"
 

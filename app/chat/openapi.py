@@ -38,13 +38,51 @@ _RATE_LIMITED = {
 
 _COMMON_ERRORS = {
     "400": _error("Malformed JSON, a field of the wrong type, or an invalid message."),
-    "403": _error("Cross-origin request from a site that is not allowed."),
+    "403": _error(
+        "Cross-origin request from a site that is not allowed, or a customer identity whose "
+        "hash does not verify (identity_invalid)."
+    ),
     "413": _error("Body larger than 64 KiB."),
     "415": _error("Body is not application/json."),
     "429": _RATE_LIMITED,
 }
 
+# Optional on every call: a customer identity signed by the host site's server.
+_IDENTITY_HEADERS = [
+    {
+        "name": "X-Tierdesk-Customer-Id",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "maxLength": 200},
+    },
+    {
+        "name": "X-Tierdesk-Customer-Hash",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "hex HMAC-SHA256 of the customer id under TIERDESK_IDENTITY_SECRET",
+    },
+]
+
 SCHEMAS: dict[str, Any] = {
+    "CustomerConversations": {
+        "type": "object",
+        "required": ["conversations"],
+        "properties": {
+            "conversations": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["conversation_id", "created_at", "status"],
+                    "properties": {
+                        "conversation_id": {"type": "string"},
+                        "created_at": {"type": "string"},
+                        "status": {"type": "string"},
+                    },
+                },
+            }
+        },
+    },
     "Error": {
         "type": "object",
         "required": ["error"],
@@ -348,6 +386,21 @@ def openapi_document() -> dict[str, Any]:
                         "404": _error("Unknown message."),
                         "409": _error("The message is not an answer (a question, or pending)."),
                         **_COMMON_ERRORS,
+                    },
+                }
+            },
+            "/customer/conversations": {
+                "get": {
+                    "operationId": "customerConversations",
+                    "summary": "A verified customer's conversations, newest first (history on "
+                    "any device). Needs the X-Tierdesk-Customer-Id and X-Tierdesk-Customer-Hash "
+                    "headers (docs/privacy.md).",
+                    "parameters": _IDENTITY_HEADERS,
+                    "responses": {
+                        "200": _json(_ref("CustomerConversations"), "The conversations."),
+                        "401": _error("No verified customer identity was sent."),
+                        "403": _COMMON_ERRORS["403"],
+                        "429": _RATE_LIMITED,
                     },
                 }
             },

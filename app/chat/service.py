@@ -167,6 +167,7 @@ def handle_message(
     handoff: bool,
     articles: ArticleCache,
     relaxed_commit: bool = False,
+    customer_ref: str | None = None,
 ) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
@@ -199,7 +200,10 @@ def handle_message(
     new_conversation = conversation is None
     if conversation is None:
         conversation = Conversation(
-            id=conversation_id, client_key=client_key, status=ConversationState.BOT
+            id=conversation_id,
+            client_key=client_key,
+            customer_ref=customer_ref,
+            status=ConversationState.BOT,
         )
     masker = get_masker()
     trace = _json_safe(decision.trace) if decision is not None else {}

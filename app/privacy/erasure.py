@@ -53,11 +53,11 @@ def find_conversations(
         by_text = select(PiiRef.conversation_id).where(
             PiiRef.kind == "email", PiiRef.digest == digest(secret, "email", address)
         )
+        # A verified identity that is an e-mail address, as the host site spelled it or in
+        # lower case (customer ids are compared exactly).
+        identities = {digest(secret, "customer", v) for v in (email.strip(), address)}
         query = select(Conversation.id).where(
-            or_(
-                Conversation.id.in_(by_text),
-                Conversation.customer_ref == digest(secret, "customer", address),
-            )
+            or_(Conversation.id.in_(by_text), Conversation.customer_ref.in_(identities))
         )
     return list(session.scalars(query.order_by(Conversation.created_at, Conversation.id)))
 

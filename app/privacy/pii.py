@@ -16,7 +16,7 @@ what a reviewer needs and nothing that identifies the customer:
 
 A number that only looks like a card or an IBAN (the checksum fails) is left as typed: order
 numbers and references stay readable. Masking is idempotent (a token is never masked again) and
-a text without a digit or an ``@`` costs one scan.
+a text without a run of seven digits or an ``@`` costs two scans in C.
 """
 
 from __future__ import annotations
@@ -84,12 +84,19 @@ _TOKEN_RE = re.compile(r"\[(?:card|iban|email|phone|[A-Za-z0-9_-]{1,40})(?: [^\[
 _LONGER_BEFORE = re.compile(r"(?:[A-Za-z]{2}\d{2}(?: [A-Za-z0-9]{4})*|\d)[ .-]$")
 
 
+# Every card, IBAN and phone has at least 7 digits with little in between: a text without such
+# a run skips those detectors after one scan in C.
+_NUMBER_HINT = re.compile(r"\d(?:\D{0,3}\d){6}")
+
+
 def _digits(text: str) -> str:
     return "".join(ch for ch in text if ch.isdigit())
 
 
 def _part_of_longer(match: re.Match) -> bool:
     start = match.start()
+    if match.string[start] in "+(":
+        return False  # "+44 ..." or "(030) ..." starts a number of its own
     return bool(_LONGER_BEFORE.search(match.string[max(0, start - 40) : start]))
 
 
@@ -252,7 +259,7 @@ class Masker:
         (detector, original text) of each replacement."""
         if not text:
             return text
-        has_digit = any(ch.isdigit() for ch in text)
+        has_digit = _NUMBER_HINT.search(text) is not None
         has_at = "@" in text
         for detector in self._chain:
             if (detector.needs_digit and not has_digit) or (detector.needs_at and not has_at):
@@ -263,17 +270,24 @@ class Masker:
         return text
 
     def mask_value(self, value: Any) -> Any:
-        """Every string in a JSON-like value masked (keys too); other values unchanged."""
+        """Every string in a JSON-like value masked (keys too); other values unchanged.
+        Strings that cannot hold PII (no seven-digit run, no ``@``) are returned as they are
+        without a call per string: a routing trace holds a hundred short strings."""
         if isinstance(value, str):
-            return self.mask(value)
+            return self._mask_str(value)
         if isinstance(value, dict):
             return {
-                self.mask(k) if isinstance(k, str) else k: self.mask_value(v)
+                (self._mask_str(k) if isinstance(k, str) else k): self.mask_value(v)
                 for k, v in value.items()
             }
         if isinstance(value, (list, tuple)):
             return [self.mask_value(v) for v in value]
         return value
+
+    def _mask_str(self, text: str) -> str:
+        if self._custom or "@" in text or _NUMBER_HINT.search(text):
+            return self.mask(text)
+        return text
 
     def find(self, text: str) -> list[tuple[str, str]]:
         """(detector, original text) of every span ``mask`` replaces in ``text``."""

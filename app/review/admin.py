@@ -62,12 +62,22 @@ def _int(value: str | None, what: str) -> int:
     return number
 
 
-@bp.get("/")
-def home():
+def _model_versions(models_dir) -> tuple[list[dict], str | None]:
+    """Saved model versions and the current one; app.nlp.store is
+    imported only when there are versions (a serving process has imported it already)."""
+    from pathlib import Path
+
+    if not (Path(models_dir) / "versions").is_dir():
+        return [], None
     from app.nlp.store import current_version, list_versions
 
+    return list_versions(models_dir), current_version(models_dir)
+
+
+@bp.get("/")
+def home():
     db = get_session()
-    models_dir = current_app.config["MODELS_DIR"]
+    versions, current = _model_versions(current_app.config["MODELS_DIR"])
     return render_template(
         "console/admin.html",
         reviewers=db.scalars(select(Reviewer).order_by(Reviewer.email)).all(),
@@ -75,8 +85,8 @@ def home():
         settings=retention.effective_settings(current_app.config),
         env_settings={k: current_app.config.get(k) or 0 for k in retention.OVERRIDES},
         preview=None,
-        versions=list_versions(models_dir),
-        current=current_version(models_dir),
+        versions=versions,
+        current=current,
     )
 
 

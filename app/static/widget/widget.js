@@ -30,7 +30,11 @@
   var scriptUrl = new URL(script.src, document.baseURI);
   var BASE = (script.getAttribute("data-tierdesk-url") || scriptUrl.origin).replace(/\/+$/, "");
   var NAME = script.getAttribute("data-tierdesk-name") || "Support";
-  var STORE_KEY = "tierdesk:conversation:" + BASE;
+  // A customer identity signed by the host site's server (docs/privacy.md): history follows a
+  // verified customer to any device; without one the visitor is anonymous.
+  var CUSTOMER_ID = script.getAttribute("data-tierdesk-customer-id") || "";
+  var CUSTOMER_HASH = script.getAttribute("data-tierdesk-customer-hash") || "";
+  var STORE_KEY = "tierdesk:conversation:" + BASE + (CUSTOMER_ID ? ":" + CUSTOMER_ID : "");
   var POLL_MS = 3000;
   var SLOW_POLL_MS = 10000;
   var SLOW_AFTER_MS = 120000;
@@ -528,6 +532,10 @@
 
   function api(method, path, body) {
     var options = { method: method, headers: { Accept: "application/json" }, credentials: "omit" };
+    if (CUSTOMER_ID && CUSTOMER_HASH) {
+      options.headers["X-Tierdesk-Customer-Id"] = CUSTOMER_ID;
+      options.headers["X-Tierdesk-Customer-Hash"] = CUSTOMER_HASH;
+    }
     if (body !== undefined) {
       options.headers["Content-Type"] = "application/json";
       options.body = JSON.stringify(body);
@@ -784,6 +792,17 @@
     if (saved && /^[0-9a-f]{32}$/.test(saved)) {
       state.conversationId = saved;
       refresh(true);
+    } else if (CUSTOMER_ID && CUSTOMER_HASH) {
+      // A verified customer on a new device: resume their latest conversation.
+      api("GET", "/customer/conversations").then(function (result) {
+        var list = result.status === 200 && result.data.conversations;
+        if (list && list.length && !state.conversationId) {
+          rememberConversation(list[0].conversation_id);
+          refresh(true);
+        }
+      }).catch(function () {
+        // Offline or refused: the widget starts a new conversation when the customer writes.
+      });
     }
   }
 
