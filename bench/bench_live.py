@@ -3,27 +3,28 @@ gunicorn ``gevent`` workers, against today's ``sync`` workers without streams.
 
 Set-up as ``bench_load.py`` (whose load generator and question screening this script reuses): a
 temporary SQLite database with the demo KB and intents, the trained models from ``models/``,
-Redis at 127.0.0.1:6379 under a key prefix of this run, rate limit off, gunicorn with
-``ops/gunicorn.conf.py`` and 2 workers on loopback. Phases, one after another on the same
-machine:
+Redis at 127.0.0.1:6379 under a key prefix of this run, rate limit off. Two gunicorn servers
+with ``ops/gunicorn.conf.py`` and 2 workers each run side by side on loopback: one with
+``sync`` workers (today), one with ``gevent`` workers (``TIERDESK_WORKER_CLASS=gevent``). Only
+the server being measured gets load; the other idles.
 
-1. ``sync`` workers: closed-loop chat throughput (``--connections`` connections,
-   ``--seconds`` s, after a warm-up): today's figure, the baseline.
-2. ``gevent`` workers (``TIERDESK_WORKER_CLASS=gevent``): the same, no streams.
-3. ``gevent`` workers with ``--streams`` (200) conversations each holding an open stream
-   (``GET /api/v1/conversations/<id>/events``, from a separate holder process with one
-   selector) while events are published through Redis at ``--event-rate`` per second to
-   random conversations (the real path: Redis pub/sub -> each worker's hub -> the stream);
-   the same chat load. Reported: streams connected, events received, publish-to-receive
-   latency (median, p99), chat throughput and its ratio to phase 1.
-4. ``sync`` workers again: a stream is refused with 503 (clients poll), and the baseline is
-   measured a second time to show the run-to-run drift.
+1. Round 0: closed-loop chat throughput (``--connections`` connections, ``--seconds`` s) on
+   each server, no streams.
+2. ``--streams`` (200) conversations open a stream each on the gevent server
+   (``GET /api/v1/conversations/<id>/events``, held by a separate process with one selector)
+   and stay open to the end.
+3. Rounds 1..``--rounds``: chat throughput on the sync server, then on the gevent server while
+   events are published through Redis at ``--event-rate`` per second to random conversations
+   (the real path: Redis pub/sub -> each worker's hub -> the stream). Alternating the two
+   servers round by round puts both under the same background load of a shared machine; the
+   figures are the medians over the rounds and the ratio of the medians.
 
-Each load runs in its own process (the generator and the holder share the two cores with the
-server; their CPU is reported). Writes bench/out/live.json and prints Markdown tables.
+Also checked: the sync server refuses a stream with 503 (clients poll). Each load runs in its
+own process (the generator and the holder share the two cores with the server; their CPU is
+reported). Writes bench/out/live.json and prints Markdown tables.
 
-    python bench/bench_live.py                     # about 3 minutes
-    python bench/bench_live.py --streams 50 --seconds 5
+    python bench/bench_live.py                     # about 4 minutes
+    python bench/bench_live.py --streams 50 --rounds 3 --seconds 5
 """
 
 from __future__ import annotations
@@ -60,13 +61,11 @@ _spec.loader.exec_module(bench_load)
 # ---------------------------------------------------------------- chat load (own process)
 
 
-def chat_load(port: int, seconds: float, connections: int, server_pid: int) -> dict:
-    questions, screened = bench_load.screen_simple_route(port, bench_load.simple_questions())
+def chat_load(port: int, seconds: float, connections: int, server_pid: int, questions) -> dict:
     pids = bench_load._server_pids(server_pid)
-    bench_load.closed_loop(port, questions, connections, min(3.0, seconds), pids)  # warm-up
+    bench_load.closed_loop(port, questions, connections, min(2.0, seconds), pids)  # warm-up
     result = bench_load.closed_loop(port, questions, connections, seconds, pids)
     result["questions"] = len(questions)
-    result["screened"] = screened
     return result
 
 
@@ -203,7 +202,7 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
-def _run_chat(server: Server, seconds: float, connections: int) -> dict:
+def _run_chat(server: Server, seconds: float, connections: int, questions: Path) -> dict:
     proc = subprocess.run(
         [
             sys.executable,
@@ -216,6 +215,8 @@ def _run_chat(server: Server, seconds: float, connections: int) -> dict:
             str(connections),
             "--server-pid",
             str(server.proc.pid),
+            "--questions",
+            str(questions),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -247,24 +248,6 @@ def _conversations(port: int, count: int) -> list[str]:
     return ids
 
 
-def _publisher(redis_url: str, prefix: str, ids: list[str], rate: float, stop: threading.Event):
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    rng = random.Random(7)
-    sent = 0
-    start = time.perf_counter()
-    while not stop.is_set():
-        cid = rng.choice(ids)
-        event = {"type": "typing", "agent": "bench", "t": time.time()}
-        client.publish(f"{prefix}live:conversation:{cid}", json.dumps(event))
-        sent += 1
-        delay = start + sent / rate - time.perf_counter()
-        if delay > 0:
-            stop.wait(delay)
-    return sent
-
-
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -272,45 +255,79 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def _with_streams(server: Server, env: dict, args) -> dict:
-    ids = _conversations(server.port, args.streams)
-    holder = subprocess.Popen(
-        [sys.executable, __file__, "--hold", str(server.port)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    holder.stdin.write("\n".join(ids) + "\n\n")
-    holder.stdin.flush()
-    line = holder.stdout.readline().split()
-    if not line or line[0] != "ready":
-        holder.kill()
-        sys.exit(f"the streams did not connect: {line}")
-    print(f"  {line[1]} streams open after {line[2]} s", file=sys.stderr)
-    stop = threading.Event()
-    published: list[int] = []
-    thread = threading.Thread(
-        target=lambda: published.append(
-            _publisher(env["REDIS_URL"], env["TIERDESK_REDIS_PREFIX"], ids, args.event_rate, stop)
+class Holder:
+    """The stream-holding process: opens one stream per conversation and waits."""
+
+    def __init__(self, port: int, ids: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--hold", str(port)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
-    )
-    thread.start()
-    chat = _run_chat(server, args.seconds, args.connections)
-    stop.set()
-    thread.join()
-    time.sleep(1.0)  # the last events in flight
-    holder.stdin.close()
-    streams = json.loads(holder.stdout.readline())
-    holder.wait(timeout=30)
-    latencies = streams.pop("latency_ms")
-    streams.update(
-        published=published[0] if published else 0,
-        latency_p50_ms=_percentile(latencies, 50),
-        latency_p99_ms=_percentile(latencies, 99),
-        connect_s=float(line[2]),
-    )
-    return {"chat": chat, "streams": streams}
+        self.proc.stdin.write("\n".join(ids) + "\n\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline().split()
+        if not line or line[0] != "ready":
+            self.proc.kill()
+            sys.exit(f"the streams did not connect: {line}")
+        self.open_s = float(line[2])
+
+    def finish(self) -> dict:
+        self.proc.stdin.close()
+        result = json.loads(self.proc.stdout.readline())
+        self.proc.wait(timeout=30)
+        return result
+
+
+class Publisher:
+    """Publishes typing events with their send time to random conversations while on."""
+
+    def __init__(self, redis_url: str, prefix: str, ids: list[str], rate: float) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(redis_url)
+        self.prefix = prefix
+        self.ids = ids
+        self.rate = rate
+        self.sent = 0
+        self._on = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def on(self) -> None:
+        self._on.set()
+
+    def off(self) -> None:
+        self._on.clear()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._on.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        rng = random.Random(7)
+        while not self._stop.is_set():
+            self._on.wait()
+            started, sent = time.perf_counter(), 0
+            while self._on.is_set() and not self._stop.is_set():
+                event = {"type": "typing", "agent": "bench", "t": time.time()}
+                channel = f"{self.prefix}live:conversation:{rng.choice(self.ids)}"
+                self.client.publish(channel, json.dumps(event))
+                sent += 1
+                self.sent += 1
+                delay = started + sent / self.rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _refused_on_sync(port: int, cid: str) -> int:
@@ -327,15 +344,19 @@ def _refused_on_sync(port: int, cid: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=15.0, help="per chat measurement")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per chat measurement")
     parser.add_argument("--connections", type=int, default=4, help="closed-loop chat connections")
     parser.add_argument("--event-rate", type=float, default=50.0, help="events published per s")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
+    parser.add_argument("--questions", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--chat", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--hold", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.chat:
-        print(json.dumps(chat_load(args.chat, args.seconds, args.connections, args.server_pid)))
+        questions = json.loads(args.questions.read_text())
+        result = chat_load(args.chat, args.seconds, args.connections, args.server_pid, questions)
+        print(json.dumps(result))
         return 0
     if args.hold:
         ids = []
@@ -356,82 +377,118 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="tierdesk-bench-live-"))
     db_url = f"sqlite:///{work / 'bench.db'}"
     prefix = f"tdbench:{uuid.uuid4().hex[:8]}:"
-    results: dict = {}
+    redis_url = bench_load._redis_url()
+    servers: dict[str, Server] = {}
+    results: dict = {"rounds": []}
     try:
         env = _env(work, db_url, prefix, "sync")
         bench_load._tierdesk(env, "db", "upgrade")
         bench_load._tierdesk(env, "intents", "load")
         bench_load._tierdesk(env, "kb", "import", str(ROOT / "knowledge_base"))
-        for phase, worker_class in (
-            ("sync", "sync"),
-            ("gevent", "gevent"),
-            ("sync_again", "sync"),
-        ):
-            print(f"{phase}:", file=sys.stderr)
-            server = Server(_env(work, db_url, prefix, worker_class), bench_load._free_port())
-            try:
-                results[phase] = {"chat": _run_chat(server, args.seconds, args.connections)}
-                print(f"  chat {results[phase]['chat']['rps']} req/s", file=sys.stderr)
-                if worker_class == "gevent":
-                    live = _with_streams(server, _env(work, db_url, prefix, "gevent"), args)
-                    results["gevent_streams"] = live
-                    print(
-                        f"  with {live['streams']['connected']} streams: chat "
-                        f"{live['chat']['rps']} req/s, events {live['streams']['events']}",
-                        file=sys.stderr,
-                    )
-                else:
-                    cid = _conversations(server.port, 1)[0]
-                    results[phase]["stream_status"] = _refused_on_sync(server.port, cid)
-            finally:
-                server.stop()
+        for kind in ("sync", "gevent"):
+            servers[kind] = Server(_env(work, db_url, prefix, kind), bench_load._free_port())
+        questions, screened = bench_load.screen_simple_route(
+            servers["sync"].port, bench_load.simple_questions()
+        )
+        results["questions"] = {"simple_route": len(questions), "screened": screened}
+        qfile = work / "questions.json"
+        qfile.write_text(json.dumps(questions))
+        cid = _conversations(servers["sync"].port, 1)[0]
+        results["sync_stream_status"] = _refused_on_sync(servers["sync"].port, cid)
+
+        def measure(kind: str) -> dict:
+            return _run_chat(servers[kind], args.seconds, args.connections, qfile)
+
+        round0 = {kind: measure(kind) for kind in ("sync", "gevent")}
+        results["no_streams"] = round0
+        print(
+            f"  round 0 (no streams): sync {round0['sync']['rps']} req/s, gevent "
+            f"{round0['gevent']['rps']} req/s",
+            file=sys.stderr,
+        )
+        ids = _conversations(servers["gevent"].port, args.streams)
+        holder = Holder(servers["gevent"].port, ids)
+        print(f"  {args.streams} streams open after {holder.open_s:.2f} s", file=sys.stderr)
+        publisher = Publisher(redis_url, prefix, ids, args.event_rate)
+        for number in range(1, args.rounds + 1):
+            sync = measure("sync")
+            publisher.on()
+            live = measure("gevent")
+            publisher.off()
+            results["rounds"].append({"sync": sync, "gevent_streams": live})
+            print(
+                f"  round {number}: sync {sync['rps']} req/s, gevent with streams "
+                f"{live['rps']} req/s ({live['rps'] / sync['rps']:.2f})",
+                file=sys.stderr,
+            )
+        time.sleep(1.0)  # the last events in flight
+        publisher.stop()
+        streams = holder.finish()
+        latencies = streams.pop("latency_ms")
+        streams.update(
+            published=publisher.sent,
+            latency_p50_ms=_percentile(latencies, 50),
+            latency_p99_ms=_percentile(latencies, 99),
+            open_s=holder.open_s,
+        )
+        results["streams"] = streams
     finally:
-        if bench_load._redis_url():
-            bench_load._delete_prefix(bench_load._redis_url(), prefix)
+        for server in servers.values():
+            server.stop()
+        if redis_url:
+            bench_load._delete_prefix(redis_url, prefix)
         shutil.rmtree(work, ignore_errors=True)
 
-    base = results["sync"]["chat"]["rps"]
-    live = results["gevent_streams"]
-    ratio = live["chat"]["rps"] / base if base else 0.0
+    def med(kind: str, key: str) -> float:
+        return _median([r[kind][key] for r in results["rounds"]])
+
+    base, live = med("sync", "rps"), med("gevent_streams", "rps")
+    ratios = [r["gevent_streams"]["rps"] / r["sync"]["rps"] for r in results["rounds"]]
+    s = results["streams"]
     verdict = {
-        "streams_connected": live["streams"]["connected"],
-        "chat_ratio_vs_sync": round(ratio, 3),
-        "meets": live["streams"]["connected"] >= args.streams and ratio >= TARGET_RATIO,
+        "streams_connected": s["connected"],
+        "events_received_of_published": [s["events"], s["published"]],
+        "chat_median_rps": {"sync": base, "gevent_with_streams": live},
+        "ratio_of_medians": round(live / base, 3),
+        "median_of_round_ratios": round(_median(ratios), 3),
+        "meets": s["connected"] >= args.streams and live / base >= TARGET_RATIO,
     }
+    results["verdict"] = verdict
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(
-        json.dumps({"args": vars(args), "results": results, "verdict": verdict}, indent=2)
-    )
+    OUT.write_text(json.dumps({"args": vars(args), **results}, indent=2))
 
-    def row(label: str, chat: dict, streams: str) -> str:
-        return (
-            f"| {label} | {streams} | {chat['rps']:.0f} | {chat['rps'] / base:.2f} "
-            f"| {chat['p50_ms']:.1f} | {chat['p99_ms']:.1f} | {chat['errors']} "
-            f"| {chat['generator_cpu_share']:.0%} / {chat.get('server_cpu_share', 0):.0%} |"
-        )
-
-    s = live["streams"]
     print(
-        f"#### Streams beside chat: 2 gunicorn workers, SQLite, {args.connections} closed-loop "
-        f"chat connections, {args.seconds:.0f} s per measurement (target: {args.streams} streams, "
+        f"#### Streams beside chat: 2 gunicorn workers per server, SQLite, "
+        f"{args.connections} closed-loop chat connections, {args.seconds:.0f} s per measurement, "
+        f"medians of {args.rounds} alternating rounds (target: {args.streams} streams open, "
         f"chat >= {TARGET_RATIO:.0%} of sync)"
     )
     print()
     print(
-        "| workers | open streams | chat (req/s) | ratio to sync | p50 (ms) | p99 (ms) | errors "
-        "| CPU: generator / server |"
+        "| workers | open streams | chat (req/s) | ratio to sync | p50 (ms) | p99 (ms) "
+        "| server CPU (share of machine) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    print(row("sync (today)", results["sync"]["chat"], "0 (refused: 503, clients poll)"))
-    print(row("gevent", results["gevent"]["chat"], "0"))
-    print(row("gevent", live["chat"], f"{s['connected']} of {s['streams']}"))
-    print(row("sync, again", results["sync_again"]["chat"], "0"))
+    print("|---|---|---|---|---|---|---|")
+    zero = results["no_streams"]
+    for label, kind, streams_label in (
+        ("sync (today)", "sync", "0 (a stream gets 503: clients poll)"),
+        ("gevent", "gevent_streams", f"{s['connected']} of {s['streams']}"),
+    ):
+        print(
+            f"| {label} | {streams_label} | {med(kind, 'rps'):.0f} | "
+            f"{med(kind, 'rps') / base:.2f} | {med(kind, 'p50_ms'):.1f} | "
+            f"{med(kind, 'p99_ms'):.1f} | {med(kind, 'server_cpu_share'):.0%} |"
+        )
     print()
     print(
-        f"Events through Redis pub/sub to the streams: {s['published']} published at "
-        f"{args.event_rate:.0f}/s, {s['events']} received; publish-to-receive latency p50 "
-        f"{s['latency_p50_ms']} ms, p99 {s['latency_p99_ms']} ms; all streams open in "
-        f"{s['connect_s']:.2f} s; holder CPU {s['holder_cpu_s']} s."
+        f"Round 0, no streams: sync {zero['sync']['rps']:.0f} req/s, gevent "
+        f"{zero['gevent']['rps']:.0f} req/s. Round ratios (gevent with streams / sync): "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + f". Events through Redis pub/sub to the streams: {s['published']} published at "
+        f"{args.event_rate:.0f}/s during the gevent rounds, {s['events']} received; "
+        f"publish-to-receive p50 {s['latency_p50_ms']} ms, p99 {s['latency_p99_ms']} ms; all "
+        f"{s['streams']} streams open in {s['open_s']:.2f} s. A stream on the sync server: HTTP "
+        f"{results['sync_stream_status']}."
     )
     print()
     print(f"Verdict: {json.dumps(verdict)}")

@@ -191,7 +191,9 @@ def handle_message(
 
     new_conversation = conversation is None
     if conversation is None:
-        conversation = Conversation(id=new_id(), client_key=client_key, status=ConversationState.BOT)
+        conversation = Conversation(
+            id=new_id(), client_key=client_key, status=ConversationState.BOT
+        )
     trace = _json_safe(decision.trace) if decision is not None else {}
     trace = {**trace, "escalation_reason": reason}
     route = decision.route if decision is not None else None
