@@ -70,7 +70,10 @@ def test_a_script_in_a_message_is_shown_as_text_and_runs_nothing(page, app, db_u
     assert customer.text == hostile
 
 
-def test_pending_state_shows_a_persons_reply_when_it_arrives(page, app, db_url):
+def test_pending_state_shows_a_persons_reply_when_it_arrives(page, make_app, db_url):
+    """The polling fallback: with live streams off (as on a ``sync`` worker, which refuses
+    them) the widget polls, and a reply written by any means shows up."""
+    app = make_app(LIVE_STREAMS=False)
     with serve_app(app) as url:
         _open_widget(page, url)
         _ask(page, "my transfer has vanished")

@@ -29,7 +29,7 @@ import redis
 
 log = logging.getLogger(__name__)
 
-# A stream that falls this far behind (a stuck client) loses its oldest events and gets a resync.
+# A stream that falls this far behind (a stuck client) loses its backlog and gets a resync.
 SUBSCRIPTION_BUFFER = 256
 
 
@@ -53,11 +53,14 @@ class Subscription:
         try:
             self._events.put_nowait(event)
         except queue.Full:
-            try:
-                self._events.get_nowait()
-                self._events.put_nowait({"type": "resync"})
-            except (queue.Empty, queue.Full):
-                pass
+            # A stuck client: what it missed is replaced by one resync (it re-reads its state).
+            while True:
+                try:
+                    self._events.get_nowait()
+                except queue.Empty:
+                    break
+            self._events.put_nowait({"type": "resync"})
+            self._events.put_nowait(event)
 
     def get(self, timeout: float) -> dict | None:
         """The next event, or None after ``timeout`` seconds without one."""
