@@ -25,8 +25,11 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     configure_logging(app.config["LOG_JSON"], app.config["LOG_LEVEL"])
 
-    from app import db, health, metrics, services
+    from app import db, forking, health, metrics, services
+    from app.nlp import admission
 
+    forking.register()  # a pre-forking server (gunicorn --preload) may fork this process
+    admission.init_app(app)  # first: the request's start and the process load count from here
     db.init_app(app)
     services.init_app(app)  # Redis client, NLP engine, review queue
     metrics.init_app(app)

@@ -8,6 +8,7 @@ Exposed at ``/metrics`` in the Prometheus text format. Under gunicorn with sever
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 from flask import Flask, Response, g, request
@@ -57,9 +58,40 @@ STAGE_LATENCY = Histogram(
 )
 CACHE_EVENTS = Counter(
     "tierdesk_answer_cache_total",
-    "Answer cache hits and misses.",
+    "Answer cache lookups: hit (this process's cache), shared_hit (Redis), miss.",
     ["result"],
     registry=REGISTRY,
+)
+BERT_ADMISSION = Counter(
+    "tierdesk_bert_admission_total",
+    "Asks for a BERT slot: admitted, or refused with the reason (budget, shed, busy).",
+    ["outcome", "reason"],
+    registry=REGISTRY,
+)
+DEGRADED = Counter(
+    "tierdesk_degraded_total",
+    "Decisions made without BERT although the router wanted it, by why (budget, shed, busy, "
+    "unavailable) and what the router did (fast_answer, escalated).",
+    ["reason", "result"],
+    registry=REGISTRY,
+)
+BUSY_SHARE = Gauge(
+    "tierdesk_worker_busy_share",
+    "Share of the last seconds this worker spent serving requests (admission pressure).",
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
+)
+WORKER_RSS = Gauge(
+    "tierdesk_worker_resident_bytes",
+    "Resident memory of each worker process.",
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
+)
+WORKER_CPU = Gauge(
+    "tierdesk_worker_cpu_seconds",
+    "CPU seconds (user + system) used by each worker process so far.",
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
 )
 REVIEW_QUEUE_DEPTH = Gauge(
     "tierdesk_review_queue_depth",
@@ -84,11 +116,34 @@ MODEL_INFO = Gauge(
 )
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
 def _start_timer() -> None:
     g._metrics_start = time.perf_counter()
 
 
+_next_sample = 0.0
+
+
+def _sample_process() -> None:
+    """This worker's memory and CPU, at most once a second (read from /proc and getrusage)."""
+    global _next_sample
+    now = time.monotonic()
+    if now < _next_sample:
+        return
+    _next_sample = now + 1.0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    WORKER_CPU.set(usage.ru_utime + usage.ru_stime)
+    try:
+        with open("/proc/self/statm") as f:
+            WORKER_RSS.set(int(f.read().split()[1]) * _PAGE)
+    except OSError:
+        WORKER_RSS.set(usage.ru_maxrss * 1024)
+
+
 def _record(response: Response) -> Response:
+    _sample_process()
     start = g.pop("_metrics_start", None)
     endpoint = request.endpoint or "unmatched"
     if start is not None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, g, jsonify, request
 
 from app.chat import cors
 from app.chat.articles import ArticleCache
 from app.chat.errors import ApiError
 from app.chat.inputs import is_valid_id, parse_chat_request, parse_feedback_request
 from app.chat.openapi import openapi_document
+from app.chat.priority import chat_priority
 from app.chat.service import (
     conversation_payload,
     find_conversation,
@@ -78,6 +79,8 @@ def chat():
     turn = handle_message(
         session,
         engine=get_engine(),
+        priority=chat_priority(session, conversation, req.message, _client()),
+        started=g.get("request_started"),
         text=req.message,
         conversation=conversation,
         client_key=_client(),

@@ -100,14 +100,17 @@ class EngineOutcome:
     failure: str | None = None  # why there is no decision
 
 
-def _ask_engine(engine, text: str) -> EngineOutcome:
-    """The engine's decision (it caches repeated questions itself), or why there is none."""
+def _ask_engine(engine, text: str, priority=None, started: float | None = None) -> EngineOutcome:
+    """The engine's decision (it caches repeated questions itself), or why there is none.
+    ``priority`` and ``started`` feed the engine's BERT admission control."""
     from app.nlp.engine import EngineNotReady
 
     if not getattr(engine, "ready", False):
         return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     try:
-        return EngineOutcome(engine.answer(text))
+        if priority is None:
+            return EngineOutcome(engine.answer(text))
+        return EngineOutcome(engine.answer(text, priority=priority, started=started))
     except EngineNotReady:
         return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     except Exception:  # noqa: BLE001 - a broken model must not lose the customer's message
@@ -163,6 +166,8 @@ def handle_message(
     handoff: bool,
     articles: ArticleCache,
     relaxed_commit: bool = False,
+    priority=None,
+    started: float | None = None,
 ) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
@@ -173,7 +178,7 @@ def handle_message(
     outcome = EngineOutcome(None)
     if handoff or not wants_person:
         # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
-        outcome = _ask_engine(engine, text)
+        outcome = _ask_engine(engine, text, priority, started)
     decision = outcome.decision
     proposed = decision.article if decision is not None else None
     revision = getattr(engine, "revisions", None)

@@ -3,8 +3,10 @@
 - ``load()`` reads the current model version (FastText, BERT head, calibrators, thresholds,
   tiers), builds BM25 and the BERT KB index from the published articles, warms every tier with
   a few queries and only then reports ``ready``.
-- ``answer(text)`` goes through a small LRU cache keyed by the normalised text and the model
-  and KB versions, then the router; it records stage latencies, decisions, cache events.
+- ``answer(text)`` goes through the answer cache (app/nlp/answer_cache.py: per process, and
+  shared across workers and hosts in Redis) keyed by the normalised text and the model and KB
+  versions, then the router, whose BERT call passes admission control (app/nlp/admission.py);
+  it records stage latencies, decisions, cache events and answers made without BERT.
 - Every ``REVISION_POLL_SECONDS`` at most, a request looks at KB_REVISION / MODEL_REVISION in
   the database (one small query). When either moved, a background thread builds a new router
   (reusing the loaded models when only the KB changed) and swaps it in with one reference
@@ -24,18 +26,20 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from app.metrics import (
     CACHE_EVENTS,
+    DEGRADED,
     MODEL_INFO,
     REVIEW_THRESHOLD,
     ROUTE_DECISIONS,
     STAGE_LATENCY,
 )
+from app.nlp.admission import PROCESS_LOAD, Admission, Priority
+from app.nlp.answer_cache import AnswerCache, cache_tag
 from app.nlp.capacity import SpareReview
 from app.nlp.normalize import normalize
 from app.nlp.types import Decision
@@ -58,36 +62,8 @@ class EngineNotReady(RuntimeError):
     """The models are not loaded (not trained yet, or failed to load)."""
 
 
-class _LRU:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
 class Engine:
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], redis_client=None) -> None:
         self.config = config
         self.ready = False
         self.not_ready_reason: str | None = "models not loaded"
@@ -95,7 +71,16 @@ class Engine:
         self.model_version: str | None = None
         self.revisions: tuple[int, int] | None = None  # (kb, model) the router was built from
         self._router = None
-        self._cache = _LRU(int(config.get("ANSWER_CACHE_SIZE", CACHE_SIZE)))
+        # Per process, and shared through Redis when a client is given (app/nlp/answer_cache.py).
+        self._cache = AnswerCache(
+            int(config.get("ANSWER_CACHE_SIZE", CACHE_SIZE)),
+            redis_client,
+            config.get("REDIS_PREFIX", "tierdesk:"),
+            shared=bool(config.get("ANSWER_CACHE_SHARED", True)),
+            ttl_min=int(config.get("ANSWER_CACHE_TTL_MIN", 60)),
+            ttl_max=int(config.get("ANSWER_CACHE_TTL_MAX", 3600)),
+        )
+        self.admission = Admission.from_config(config, PROCESS_LOAD)  # app/nlp/admission.py
         self._reload_lock = threading.Lock()
         self._reloading = False
         self._next_check = 0.0
@@ -254,11 +239,14 @@ class Engine:
         router.spare = self._spare_review(router)  # after warm-up: only live answers feed it
         REVIEW_THRESHOLD.labels("tuned").set(router.m.thresholds.tau_review)
         self._show_threshold(router.m.thresholds.tau_review)
+        # What a cached answer depends on: a KB import or a model change moves it.
+        router.cache_tag = cache_tag(router.m.version, router.m.bm25.version, revisions)
+        self._cache.purge_other_tags(router.cache_tag)  # old answers leave Redis
         self._router = router
         self.revisions = revisions
         self.model_version = router.m.version
         self.trained_at = manifest.get("trained_at")
-        self._cache.clear()
+        self._cache.clear_local()
         self.ready = True
         self.not_ready_reason = None
         MODEL_INFO.clear()
@@ -336,24 +324,41 @@ class Engine:
     def router(self):
         return self._router
 
-    def answer(self, text: str) -> Decision:
+    def answer(
+        self, text: str, *, priority: Priority = Priority.NORMAL, started: float | None = None
+    ) -> Decision:
+        """The decision for ``text``: from the answer cache, else the router, whose BERT call
+        goes through admission control (``priority`` and ``started``, the request's start on
+        ``time.monotonic()``, feed it)."""
         self._maybe_check()
         router = self._router
         if router is None:
             raise EngineNotReady(self.not_ready_reason or "models not loaded")
-        key = (normalize(text), router.m.version, router.m.bm25.version, self.revisions)
-        cached = self._cache.get(key)
+        normalized = normalize(text)
+        tag = router.cache_tag
+        cached, level = self._cache.get(normalized, tag)
         if cached is not None:
-            CACHE_EVENTS.labels("hit").inc()
+            CACHE_EVENTS.labels(level).inc()
             # A shallow copy: consumers read a decision and never change its parts in place
             # (a deep copy of the trace cost ~6% of a worker's time under load).
             decision = dataclasses.replace(
-                cached, query=text, trace={**cached.trace, "cache": "hit"}
+                cached, query=text, trace={**cached.trace, "cache": level}
             )
             ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
             return decision
         CACHE_EVENTS.labels("miss").inc()
-        decision = router.route(text)
+        started = time.monotonic() if started is None else started
+        words = len(normalized.split())
+
+        def admit(fast_confidence):
+            return self.admission.ask(
+                started=started, priority=priority, fast_confidence=fast_confidence, words=words
+            )
+
+        decision = router.route(text, admit=admit)
+        without_bert = _without_bert(decision)
+        if without_bert is not None:
+            DEGRADED.labels(without_bert, "escalated" if decision.escalate else "fast_answer").inc()
         self._show_threshold(decision.trace["tau_review_effective"])
         for stage, ms in decision.trace.get("timings_ms", {}).items():
             STAGE_LATENCY.labels(stage).observe(ms / 1000)
@@ -362,8 +367,18 @@ class Engine:
         # A spare-capacity escalation depends on the moment's review capacity, not on the
         # models: replayed from the cache, every repeat of a hot question would go to review
         # outside the budget.
-        if self._cache.size > 0 and decision.escalation_reason != Reason.SPARE_CAPACITY:
-            self._cache.put(key, dataclasses.replace(decision, trace=dict(decision.trace)))
+        # Neither is an answer that BERT was refused for: it depended on the moment's load.
+        if (
+            self._cache.enabled
+            and decision.escalation_reason not in (Reason.SPARE_CAPACITY, Reason.DEGRADED)
+            and without_bert is None
+        ):
+            self._cache.put(
+                normalized,
+                tag,
+                dataclasses.replace(decision, trace=dict(decision.trace)),
+                router.m.thresholds.tau_review,
+            )
         return decision
 
     def status(self) -> dict:
@@ -380,6 +395,18 @@ class Engine:
 
     def close(self) -> None:
         """Nothing to stop: reload threads are short-lived daemons."""
+
+
+def _without_bert(decision: Decision) -> str | None:
+    """Why the router went without BERT although it wanted it (None: it did not want it, or
+    BERT answered): the admission refusal, else ``unavailable``."""
+    bert = decision.trace.get("stages", {}).get("bert")
+    if not bert or "error" not in bert:
+        return None
+    admission = decision.trace.get("admission")
+    if admission and not admission["granted"]:
+        return admission["reason"]
+    return "unavailable"
 
 
 def _outcome(decision: Decision) -> str:
