@@ -101,6 +101,9 @@ class Config:
         self.BERT_BUDGET_MS = _env_int("TIERDESK_BERT_BUDGET_MS", 200)
         self.BERT_SHED_BUSY_LOW = _env_float("TIERDESK_BERT_SHED_BUSY_LOW", 0.75)
         self.BERT_SHED_BUSY_HIGH = _env_float("TIERDESK_BERT_SHED_BUSY_HIGH", 0.95)
+        # ... and the estimated queue waits (ms) between which they are shed.
+        self.BERT_SHED_WAIT_LOW_MS = _env_int("TIERDESK_BERT_SHED_WAIT_LOW_MS", 20)
+        self.BERT_SHED_WAIT_HIGH_MS = _env_int("TIERDESK_BERT_SHED_WAIT_HIGH_MS", 100)
         # Commit answered chat turns without waiting for the disk flush (escalations always wait):
         # a power cut may drop the last moment of answered-chat logs, never corrupts the database.
         self.CHAT_RELAXED_COMMIT = _env_bool("TIERDESK_CHAT_RELAXED_COMMIT", True)

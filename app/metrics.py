@@ -81,6 +81,12 @@ BUSY_SHARE = Gauge(
     registry=REGISTRY,
     multiprocess_mode="liveall",
 )
+QUEUE_WAIT = Gauge(
+    "tierdesk_queue_wait_seconds",
+    "Estimated wait of a new request in the accept queue in front of the workers.",
+    registry=REGISTRY,
+    multiprocess_mode="max",
+)
 WORKER_RSS = Gauge(
     "tierdesk_worker_resident_bytes",
     "Resident memory of each worker process.",
@@ -98,6 +104,25 @@ REVIEW_QUEUE_DEPTH = Gauge(
     "Review items waiting in Redis.",
     registry=REGISTRY,
     multiprocess_mode="mostrecent",
+)
+REVIEW_OLDEST_WAIT = Gauge(
+    "tierdesk_review_oldest_wait_seconds",
+    "Age of the oldest review item a reviewer could take now (0 when none waits).",
+    registry=REGISTRY,
+    multiprocess_mode="mostrecent",
+)
+FEEDBACK = Counter(
+    "tierdesk_feedback_total",
+    "Customers' votes on bot answers.",
+    ["helpful"],
+    registry=REGISTRY,
+)
+CONFIDENCE = Histogram(
+    "tierdesk_answer_confidence",
+    "Calibrated confidence of the router's decisions (cache hits not counted again).",
+    ["route"],
+    buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0),
+    registry=REGISTRY,
 )
 REVIEW_THRESHOLD = Gauge(
     "tierdesk_review_threshold",
@@ -152,7 +177,23 @@ def _record(response: Response) -> Response:
     return response
 
 
+def _refresh_review_gauges() -> None:
+    """The review backlog and its oldest wait, read at scrape time (one query, one ZCARD)."""
+    from app.db import get_session
+    from app.review.stats import queue_counts
+    from app.services import get_review_queue
+
+    try:
+        counts = queue_counts(get_session(), get_review_queue())
+    except Exception:  # noqa: BLE001 - a scrape must answer even when the database is away
+        return
+    if counts["queued_in_redis"] is not None:
+        REVIEW_QUEUE_DEPTH.set(counts["queued_in_redis"])
+    REVIEW_OLDEST_WAIT.set(counts["oldest_pending_age_s"] or 0.0)
+
+
 def metrics_view() -> Response:
+    _refresh_review_gauges()
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()

@@ -200,3 +200,53 @@ def test_the_api_answers_a_refused_bert_call_with_a_person_not_an_error(trained_
     before += _count("tierdesk_degraded_total", {"reason": "budget", "result": "fast_answer"})
     assert before >= 1
     assert BERT_ADMISSION is not None and DEGRADED is not None
+
+
+def test_the_backlog_counts_connections_no_worker_has_taken():
+    import socket
+
+    from app.nlp.admission import Backlog
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    clients = []
+    try:
+        backlog = Backlog()
+        base = backlog.waiting()  # other listening sockets of this process, if any
+        port = listener.getsockname()[1]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+        time.sleep(0.05)
+        backlog._next_scan = 0.0  # a new socket: look again
+        assert backlog.waiting() == base + 5
+        listener.accept()[0].close()
+        assert backlog.waiting() == base + 4
+    finally:
+        for client in clients:
+            client.close()
+        listener.close()
+
+
+def test_a_queue_in_front_of_the_workers_sheds_and_spends_the_budget():
+    class Queue:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def waiting(self) -> int:
+            return self.n
+
+    load = Load(window_s=1.0)
+    load._mean_ms = 10.0
+    admission = Admission(load=load, backlog=Queue(0), budget_ms=200)
+    admission.cores = 2
+    now = time.monotonic()
+    calm = admission.ask(started=now, priority=Priority.NORMAL, fast_confidence=0.9)
+    assert calm.granted and calm.pressure == 0.0
+    calm.release()
+    admission.backlog = Queue(30)  # 30 x 10 ms over 2 cores: 150 ms of queue, pressure 1
+    assert admission.queue_wait_ms() == pytest.approx(150.0)
+    shed = admission.ask(started=now, priority=Priority.NORMAL, fast_confidence=0.9)
+    assert not shed.granted and shed.reason == "shed" and shed.pressure == 1.0
+    admission.backlog = Queue(40)  # 200 ms queued: the whole budget went to waiting
+    late = admission.ask(started=now, priority=Priority.HIGH)
+    assert not late.granted and late.reason == "budget"

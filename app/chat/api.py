@@ -18,6 +18,7 @@ from app.chat.service import (
     turn_payload,
 )
 from app.db import get_session
+from app.metrics import FEEDBACK
 from app.models import Message
 from app.ratelimit import RateLimiter, client_address, client_key, parse_limit
 from app.services import get_engine, get_redis
@@ -116,6 +117,7 @@ def feedback(message_id: str):
             409, "not_an_answer", "Feedback applies to answers of the bot or of a person only."
         )
     outcome = record_feedback(session, message, req.helpful, req.comment)
+    FEEDBACK.labels("true" if req.helpful else "false").inc()  # the dashboard's decay signal
     return jsonify(
         {
             "feedback_id": outcome.feedback.id,

@@ -13,10 +13,21 @@ Per request, before the BERT call (``Admission.ask``):
 1. **Budget.** A request has ``budget_ms`` from its start in this process. If what is left is
    less than BERT's recent cost (an exponential average of its inference times), the call is
    refused (``budget``): the answer would come too late anyway.
-2. **Pressure.** The process measures how busy it is: the share of the last ``window_s``
-   seconds during which it was serving a request (``Load``; requests are counted by the hooks
-   that ``init_app`` registers). Under ``busy_low`` every request may use BERT; from there up to
-   ``busy_high`` the pressure rises from 0 to 1.
+2. **Pressure.** Two signals, the larger wins:
+
+   - the queue in front of the workers (``Backlog``): connections accepted by the kernel that
+     no worker has taken yet, read from the listening sockets the process inherited (Linux
+     ``TCP_INFO``; a pre-forking server such as gunicorn shares one queue among its workers).
+     Times the mean request time (``Load``) over the cores, that is the wait a new request
+     has ahead of it: from ``wait_low_ms`` to ``wait_high_ms`` the pressure rises from 0 to 1.
+     That wait also counts against the request's budget (it was spent before the request
+     reached the application);
+   - for threaded workers, the share of the last ``window_s`` seconds during which the
+     process was serving a request (``Load``, fed by the hooks that ``init_app`` registers):
+     from ``busy_low`` up to ``busy_high`` the pressure rises from 0 to 1.
+
+   A sync worker busy all the time is not by itself overloaded (it may just keep up); a
+   queue that grows is.
 3. **Value.** A request's claim on BERT is its QoE value in [0, 1], a weighted sum
    (``QOE_WEIGHTS``: latency, confidence, memory, priority) of how much of its budget is left,
    how unsure the fast tier was (BERT helps most there), how short the text is (memory and time
@@ -29,6 +40,10 @@ Per request, before the BERT call (``Admission.ask``):
    longer than its remaining budget allows; waiters are served by value, highest first; a
    request whose wait runs out is refused (``busy``).
 
+With 2 gunicorn sync workers on 2 cores, a worker serving requests back to back showed a busy
+share of only 0.6-0.7 while its queue held hundreds of milliseconds of work (the rest is
+gunicorn's own work per request, outside the application); hence the queue is the main signal.
+
 Every refusal is counted in ``tierdesk_bert_admission_total{outcome="refused", reason}``;
 admitted calls in ``outcome="admitted"``. What the router then did (fast answer or a
 ``degraded`` escalation) is counted in ``tierdesk_degraded_total{reason, result}``.
@@ -38,6 +53,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
+import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -46,7 +64,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from app.metrics import BERT_ADMISSION, BUSY_SHARE
+from app.metrics import BERT_ADMISSION, BUSY_SHARE, QUEUE_WAIT
 
 
 class Priority(IntEnum):
@@ -94,6 +112,8 @@ class Load:
 
     def __init__(self, window_s: float = 2.0) -> None:
         self.window_s = window_s
+        self._mean_ms = 5.0  # exponential average of request times
+        self._started: dict[int, float] = {}  # thread -> its request's start
         self._spans: deque[tuple[float, float]] = deque()  # (start, end) of busy periods
         self._busy_since: float | None = None
         self._active = 0
@@ -105,11 +125,15 @@ class Load:
             if self._active == 0:
                 self._busy_since = now
             self._active += 1
+            self._started[threading.get_ident()] = now
 
     def end(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         with self._lock:
             self._active = max(0, self._active - 1)
+            began = self._started.pop(threading.get_ident(), None)
+            if began is not None:
+                self._mean_ms = 0.95 * self._mean_ms + 0.05 * (now - began) * 1000
             if self._active == 0 and self._busy_since is not None:
                 self._spans.append((self._busy_since, now))
                 self._busy_since = None
@@ -119,6 +143,9 @@ class Load:
         horizon = now - self.window_s
         while self._spans and self._spans[0][1] < horizon:
             self._spans.popleft()
+
+    def mean_ms(self) -> float:
+        return self._mean_ms
 
     def busy_share(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
@@ -131,6 +158,70 @@ class Load:
         return min(1.0, max(0.0, busy / self.window_s))
 
 
+_TCP_LISTEN = 10
+_TCP_INFO_SIZE = 104
+_RESCAN_SECONDS = 10.0
+
+
+class Backlog:
+    """Connections waiting in the accept queues of the listening TCP sockets this process holds
+    (for a listening socket, Linux reports the queue length in ``tcpi_unacked``)."""
+
+    def __init__(self) -> None:
+        self._fds: list[int] = []
+        self._pid: int | None = None
+        self._next_scan = 0.0
+        self._lock = threading.Lock()
+
+    def _scan(self) -> list[int]:
+        fds = []
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            return fds
+        for name in names:
+            fd = int(name)
+            try:
+                if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                    continue
+                if self._state(fd) == _TCP_LISTEN:
+                    fds.append(fd)
+            except (OSError, ValueError):
+                continue
+        return fds
+
+    @staticmethod
+    def _info(fd: int) -> bytes:
+        sock = socket.socket(fileno=fd)
+        try:
+            return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+        finally:
+            sock.detach()  # the descriptor stays the server's
+
+    def _state(self, fd: int) -> int | None:
+        try:
+            return self._info(fd)[0]
+        except OSError:
+            return None
+
+    def waiting(self) -> int:
+        now = time.monotonic()
+        with self._lock:
+            if self._pid != os.getpid() or now >= self._next_scan:
+                self._fds, self._pid = self._scan(), os.getpid()
+                self._next_scan = now + _RESCAN_SECONDS
+            fds = list(self._fds)
+        total = 0
+        for fd in fds:
+            try:
+                info = self._info(fd)
+            except OSError:
+                continue
+            if info[0] == _TCP_LISTEN:
+                total += struct.unpack_from("I", info, 24)[0]
+        return total
+
+
 class Admission:
     def __init__(
         self,
@@ -139,7 +230,10 @@ class Admission:
         budget_ms: float = 200.0,
         busy_low: float = 0.75,
         busy_high: float = 0.95,
+        wait_low_ms: float = 20.0,
+        wait_high_ms: float = 100.0,
         load: Load | None = None,
+        backlog: Backlog | None = None,
         weights: Mapping[str, float] | None = None,
     ) -> None:
         if slots < 1:
@@ -150,7 +244,12 @@ class Admission:
         self.budget_ms = budget_ms
         self.busy_low = busy_low
         self.busy_high = busy_high
+        if not 0.0 <= wait_low_ms < wait_high_ms:
+            raise ValueError("need 0 <= wait_low_ms < wait_high_ms")
+        self.wait_low_ms, self.wait_high_ms = wait_low_ms, wait_high_ms
         self.load = load or Load()
+        self.backlog = backlog
+        self.cores = max(1, os.cpu_count() or 1)
         self.weights = dict(weights or QOE_WEIGHTS)
         self.bert_ms = 8.0  # recent cost of one inference (exponential average)
         self._in_use = 0
@@ -165,15 +264,28 @@ class Admission:
             budget_ms=float(config.get("BERT_BUDGET_MS", 200)),
             busy_low=float(config.get("BERT_SHED_BUSY_LOW", 0.75)),
             busy_high=float(config.get("BERT_SHED_BUSY_HIGH", 0.95)),
+            wait_low_ms=float(config.get("BERT_SHED_WAIT_LOW_MS", 20)),
+            wait_high_ms=float(config.get("BERT_SHED_WAIT_HIGH_MS", 100)),
             load=load,
+            backlog=PROCESS_BACKLOG,
         )
 
     # -- the decision ------------------------------------------------------------------
 
-    def pressure(self) -> float:
+    def queue_wait_ms(self) -> float:
+        """The wait ahead of a request that has just arrived: the connections no worker has
+        taken yet, each for a mean request time, spread over the cores."""
+        if self.backlog is None:
+            return 0.0
+        waiting = self.backlog.waiting()
+        return waiting * self.load.mean_ms() / self.cores if waiting else 0.0
+
+    def pressure(self, wait_ms: float = 0.0) -> float:
         busy = self.load.busy_share()
         BUSY_SHARE.set(busy)
-        return min(1.0, max(0.0, (busy - self.busy_low) / (self.busy_high - self.busy_low)))
+        by_busy = (busy - self.busy_low) / (self.busy_high - self.busy_low)
+        by_wait = (wait_ms - self.wait_low_ms) / (self.wait_high_ms - self.wait_low_ms)
+        return min(1.0, max(0.0, by_busy, by_wait))
 
     def value(
         self, priority: Priority, fast_confidence: float | None, words: int, left_ms: float
@@ -201,11 +313,13 @@ class Admission:
     ) -> Verdict:
         """May this request run BERT now? ``started`` is its start (``time.monotonic()``)."""
         now = time.monotonic()
-        left_ms = self.budget_ms - (now - started) * 1000
+        wait_ms = self.queue_wait_ms()
+        QUEUE_WAIT.set(wait_ms / 1000)
+        left_ms = self.budget_ms - (now - started) * 1000 - wait_ms
         value = self.value(priority, fast_confidence, words, left_ms)
         if left_ms < self.bert_ms:
             return self._refuse("budget", value, 0.0)
-        pressure = self.pressure()
+        pressure = self.pressure(wait_ms)
         if priority < Priority.HIGH and pressure > 0 and value < pressure:
             return self._refuse("shed", value, pressure)
         deadline = now + (left_ms - self.bert_ms) / 1000
@@ -262,6 +376,7 @@ class Admission:
 # -- one Load per process, fed by every request -----------------------------------------
 
 PROCESS_LOAD = Load()
+PROCESS_BACKLOG = Backlog()
 
 
 def init_app(app) -> None:

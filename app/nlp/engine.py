@@ -32,6 +32,7 @@ from typing import Any
 
 from app.metrics import (
     CACHE_EVENTS,
+    CONFIDENCE,
     DEGRADED,
     MODEL_INFO,
     REVIEW_THRESHOLD,
@@ -356,6 +357,7 @@ class Engine:
             )
 
         decision = router.route(text, admit=admit)
+        CONFIDENCE.labels(decision.route).observe(decision.confidence)
         without_bert = _without_bert(decision)
         if without_bert is not None:
             DEGRADED.labels(without_bert, "escalated" if decision.escalate else "fast_answer").inc()
