@@ -38,12 +38,10 @@ accesslog = "-"
 _metrics_dir = os.environ.setdefault(
     "PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="tierdesk-metrics-")
 )
-
-
-def on_starting(server):
-    # Stale files from a previous run would add old counts to the new ones.
-    shutil.rmtree(_metrics_dir, ignore_errors=True)
-    os.makedirs(_metrics_dir, exist_ok=True)
+# Stale files from a previous run would add old counts to the new ones. Cleared when the
+# configuration is read, before a preloaded app (--preload) writes its first gauges.
+shutil.rmtree(_metrics_dir, ignore_errors=True)
+os.makedirs(_metrics_dir, exist_ok=True)
 
 
 def post_fork(server, worker):
