@@ -1,0 +1,132 @@
+"""Two tierdesk servers (gunicorn, on two ports) sharing one PostgreSQL database and one Redis:
+a conversation started on one continues on the other, an escalation made through one is
+claimed in the other's console and the reply reaches the customer, and a KB import is seen by
+both within seconds."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from urllib.parse import quote
+
+import pytest
+import requests
+from ops_servers import Server
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+PARROT = """---
+title: Can I bring my parrot to the branch?
+slug: parrot-policy
+questions:
+  - Are parrots allowed in your branches?
+  - May I come in with my pet bird?
+---
+Assistance animals only, sorry: parrots wait at home.
+"""
+
+
+def _offers(turn: dict, slug: str) -> bool:
+    article = (turn.get("answer") or {}).get("article") or {}
+    return article.get("slug") == slug or any(s["slug"] == slug for s in turn["suggestions"])
+
+
+def _console(server: Server, email: str, password: str) -> tuple[requests.Session, str]:
+    base = f"http://127.0.0.1:{server.port}/console"
+    web = requests.Session()
+    token = CSRF.search(web.get(f"{base}/login", timeout=30).text).group(1)
+    response = web.post(
+        f"{base}/login",
+        data={"csrf_token": token, "email": email, "password": password},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert response.status_code == 302, response.text
+    return web, CSRF.search(web.get(f"{base}/", timeout=30).text).group(1)
+
+
+@pytest.mark.slow
+def test_two_instances_share_conversations_reviews_and_the_kb(
+    tmp_path, pg_url, redis_url, redis_prefix, redis_client, nlp_content, trained_models_dir
+):
+    from fixtures_nlp import import_content, private_models_dir
+
+    import_content(pg_url, *nlp_content)
+    models = private_models_dir(trained_models_dir, tmp_path / "models")
+    common = dict(db_url=pg_url, redis_url=redis_url, redis_prefix=redis_prefix, workers=1)
+    one = Server(models_dir=models, var_dir=tmp_path / "var1", **common)
+    two = Server(models_dir=models, var_dir=tmp_path / "var2", **common)
+    with one, two:
+        # A conversation started on one instance continues on the other.
+        status, first = one.json("POST", "/api/v1/chat", {"message": "my card has not arrived"})
+        assert status == 200, first
+        conversation = first["conversation_id"]
+        status, second = two.json(
+            "POST",
+            "/api/v1/chat",
+            {"message": "and how do I change my PIN?", "conversation_id": conversation},
+        )
+        assert status == 200, second
+        assert second["conversation_id"] == conversation
+        status, history = one.json("GET", f"/api/v1/conversations/{conversation}")
+        texts = [m["text"] for m in history["messages"] if m["role"] == "customer"]
+        assert texts == ["my card has not arrived", "and how do I change my PIN?"]
+
+        # An escalation through one is claimed in the other's console; the reply reaches the
+        # customer through the first.
+        status, handoff = one.json(
+            "POST",
+            "/api/v1/chat",
+            {"message": "I need a person about my card", "conversation_id": conversation},
+        )
+        assert status == 200 and handoff["status"] == "pending_review", handoff
+        added = two.cli(
+            "reviewer", "add", "ana@example.com", "--password-stdin", stdin="s3cret-pw\n"
+        )
+        assert added.returncode == 0, added.stdout + added.stderr
+        web, csrf = _console(two, "ana@example.com", "s3cret-pw")
+        base = f"http://127.0.0.1:{two.port}/console"
+        claimed = web.post(
+            f"{base}/claim", data={"csrf_token": csrf}, allow_redirects=False, timeout=30
+        )
+        assert claimed.status_code == 302, claimed.text
+        item = re.search(r"/console/items/(\d+)$", claimed.headers["Location"]).group(1)
+        page = web.get(f"{base}/items/{item}", timeout=30).text
+        assert "I need a person about my card" in page
+        replied = web.post(
+            f"{base}/items/{item}/reply",
+            data={"csrf_token": csrf, "text": "Hello, Ana here: your card ships today."},
+            allow_redirects=False,
+            timeout=30,
+        )
+        assert replied.status_code == 302, replied.text
+        status, history = one.json("GET", f"/api/v1/conversations/{conversation}")
+        last = history["messages"][-1]
+        assert (last["role"], last["text"]) == ("agent", "Hello, Ana here: your card ships today.")
+        assert not history["awaiting_person"]
+
+        # A KB import (the CLI, on the shared database) is seen by both within seconds.
+        question = "Are parrots allowed in your branches?"
+        for server in (one, two):
+            status, before = server.json("POST", "/api/v1/chat", {"message": question})
+            assert status == 200 and not _offers(before, "parrot-policy")
+        (tmp_path / "kb").mkdir()
+        (tmp_path / "kb" / "parrot.md").write_text(PARROT)
+        imported = one.cli("kb", "import", str(tmp_path / "kb"))
+        assert imported.returncode == 0, imported.stdout + imported.stderr
+        t0 = time.monotonic()
+        seen: dict[int, float] = {}
+        while len(seen) < 2 and time.monotonic() - t0 < 30:
+            for server in (one, two):
+                if server.port in seen:
+                    continue
+                status, turn = server.json("POST", "/api/v1/chat", {"message": question})
+                assert status == 200, turn
+                if _offers(turn, "parrot-policy"):
+                    seen[server.port] = time.monotonic() - t0
+            time.sleep(0.5)
+        assert len(seen) == 2, f"seen by {len(seen)} of 2 instances in 30 s"
+        assert max(seen.values()) < 15, seen
+        status, page = two.request("GET", f"/kb/{quote('parrot-policy')}")
+        assert status == 200 and b"parrots wait at home" in page
+        json.dumps(seen)  # the delays are printed on failure above
