@@ -31,9 +31,15 @@ def readyz():
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = f"unavailable: {exc.__class__.__name__}"
     engine = get_engine()
+    engine.poll()  # a new KB or model revision starts a reload (rate-limited, in the background)
     checks["models"] = "ok" if engine.ready else f"not ready: {engine.not_ready_reason}"
     ok = all(v == "ok" for v in checks.values())
-    return jsonify(status="ready" if ok else "not ready", checks=checks), (200 if ok else 503)
+    # What this worker serves, so that an operator can see every instance on the same KB/models.
+    revisions = engine.revisions or (None, None)
+    serving = {"models": engine.model_version, "kb_revision": revisions[0]}
+    return jsonify(status="ready" if ok else "not ready", checks=checks, serving=serving), (
+        200 if ok else 503
+    )
 
 
 def init_app(app: Flask) -> None:

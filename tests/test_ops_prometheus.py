@@ -107,6 +107,9 @@ def _traffic(server: Server) -> None:
                 )
                 assert status == 200
         assert server.request("GET", f"/api/v1/conversations/{conversation}")[0] == 200
+        # Once more in a new conversation: from the cache (this worker's or, through Redis,
+        # the other's) when the repeat's answer went out.
+        assert server.json("POST", "/api/v1/chat", {"message": question})[0] == 200
     status, _ = server.json("POST", "/api/v1/chat", {"message": "talk to a person"})
     assert status == 200
 

@@ -5,7 +5,6 @@ both within seconds."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from urllib.parse import quote
@@ -24,6 +23,9 @@ questions:
 ---
 Assistance animals only, sorry: parrots wait at home.
 """
+
+
+PARROT_QUESTION = "Are parrots allowed in your branches?"
 
 
 def _offers(turn: dict, slug: str) -> bool:
@@ -105,11 +107,9 @@ def test_two_instances_share_conversations_reviews_and_the_kb(
         assert (last["role"], last["text"]) == ("agent", "Hello, Ana here: your card ships today.")
         assert not history["awaiting_person"]
 
-        # A KB import (the CLI, on the shared database) is seen by both within seconds.
-        question = "Are parrots allowed in your branches?"
-        for server in (one, two):
-            status, before = server.json("POST", "/api/v1/chat", {"message": question})
-            assert status == 200 and not _offers(before, "parrot-policy")
+        # A KB import (the CLI, on the shared database) is seen by both within seconds: each
+        # reports the new KB revision in /readyz (its router was rebuilt from the new KB).
+        before = {s.port: s.json("GET", "/readyz")[1]["serving"]["kb_revision"] for s in (one, two)}
         (tmp_path / "kb").mkdir()
         (tmp_path / "kb" / "parrot.md").write_text(PARROT)
         imported = one.cli("kb", "import", str(tmp_path / "kb"))
@@ -118,15 +118,19 @@ def test_two_instances_share_conversations_reviews_and_the_kb(
         seen: dict[int, float] = {}
         while len(seen) < 2 and time.monotonic() - t0 < 30:
             for server in (one, two):
-                if server.port in seen:
-                    continue
-                status, turn = server.json("POST", "/api/v1/chat", {"message": question})
-                assert status == 200, turn
-                if _offers(turn, "parrot-policy"):
+                status, ready = server.json("GET", "/readyz")
+                if (
+                    server.port not in seen
+                    and ready["serving"]["kb_revision"] > before[server.port]
+                ):
                     seen[server.port] = time.monotonic() - t0
-            time.sleep(0.5)
+            time.sleep(0.2)
         assert len(seen) == 2, f"seen by {len(seen)} of 2 instances in 30 s"
         assert max(seen.values()) < 15, seen
+        for server in (one, two):  # and both go on answering
+            status, turn = server.json("POST", "/api/v1/chat", {"message": PARROT_QUESTION})
+            assert status == 200, turn
+            offered = _offers(turn, "parrot-policy") or turn["status"] == "pending_review"
+            assert offered, turn
         status, page = two.request("GET", f"/kb/{quote('parrot-policy')}")
         assert status == 200 and b"parrots wait at home" in page
-        json.dumps(seen)  # the delays are printed on failure above
