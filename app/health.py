@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, jsonify
+from flask import Blueprint, Flask, current_app, jsonify
 from sqlalchemy import text
 
 from app.db import get_session
@@ -31,7 +31,8 @@ def readyz():
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = f"unavailable: {exc.__class__.__name__}"
     engine = get_engine()
-    engine.poll()  # a new KB or model revision starts a reload (rate-limited, in the background)
+    if current_app.config.get("LOAD_MODELS", True):
+        engine.poll()  # a new KB or model revision starts a reload (rate-limited, background)
     checks["models"] = "ok" if engine.ready else f"not ready: {engine.not_ready_reason}"
     ok = all(v == "ok" for v in checks.values())
     # What this worker serves, so that an operator can see every instance on the same KB/models.
