@@ -5,12 +5,15 @@ both within seconds."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import re
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from urllib.parse import quote
 
 import pytest
-import requests
 from ops_servers import Server
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -33,18 +36,46 @@ def _offers(turn: dict, slug: str) -> bool:
     return article.get("slug") == slug or any(s["slug"] == slug for s in turn["suggestions"])
 
 
-def _console(server: Server, email: str, password: str) -> tuple[requests.Session, str]:
-    base = f"http://127.0.0.1:{server.port}/console"
-    web = requests.Session()
-    token = CSRF.search(web.get(f"{base}/login", timeout=30).text).group(1)
-    response = web.post(
-        f"{base}/login",
-        data={"csrf_token": token, "email": email, "password": password},
-        allow_redirects=False,
-        timeout=30,
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # a 302 is an answer to look at, not to follow
+
+
+class Browser:
+    """A reviewer's browser: cookies kept, redirects returned as they come (stdlib only)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), _NoRedirect()
+        )
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=30) as response:
+            return response.read().decode()
+
+    def post(self, path: str, data: dict) -> tuple[int, str, str]:
+        """(status, Location header, body) of a form post."""
+        body = urllib.parse.urlencode(data).encode()
+        try:
+            with self.opener.open(self.base + path, data=body, timeout=30) as response:
+                return (
+                    response.status,
+                    response.headers.get("Location", ""),
+                    response.read().decode(),
+                )
+        except urllib.error.HTTPError as exc:  # 302 (not followed) and errors
+            return exc.code, exc.headers.get("Location", ""), exc.read().decode()
+
+
+def _console(server: Server, email: str, password: str) -> tuple[Browser, str]:
+    web = Browser(f"http://127.0.0.1:{server.port}/console")
+    token = CSRF.search(web.get("/login")).group(1)
+    status, _, body = web.post(
+        "/login", {"csrf_token": token, "email": email, "password": password}
     )
-    assert response.status_code == 302, response.text
-    return web, CSRF.search(web.get(f"{base}/", timeout=30).text).group(1)
+    assert status == 302, body
+    return web, CSRF.search(web.get("/")).group(1)
 
 
 @pytest.mark.slow
@@ -87,21 +118,15 @@ def test_two_instances_share_conversations_reviews_and_the_kb(
         )
         assert added.returncode == 0, added.stdout + added.stderr
         web, csrf = _console(two, "ana@example.com", "s3cret-pw")
-        base = f"http://127.0.0.1:{two.port}/console"
-        claimed = web.post(
-            f"{base}/claim", data={"csrf_token": csrf}, allow_redirects=False, timeout=30
+        status, location, body = web.post("/claim", {"csrf_token": csrf})
+        assert status == 302, body
+        item = re.search(r"/console/items/(\d+)$", location).group(1)
+        assert "I need a person about my card" in web.get(f"/items/{item}")
+        status, _, body = web.post(
+            f"/items/{item}/reply",
+            {"csrf_token": csrf, "text": "Hello, Ana here: your card ships today."},
         )
-        assert claimed.status_code == 302, claimed.text
-        item = re.search(r"/console/items/(\d+)$", claimed.headers["Location"]).group(1)
-        page = web.get(f"{base}/items/{item}", timeout=30).text
-        assert "I need a person about my card" in page
-        replied = web.post(
-            f"{base}/items/{item}/reply",
-            data={"csrf_token": csrf, "text": "Hello, Ana here: your card ships today."},
-            allow_redirects=False,
-            timeout=30,
-        )
-        assert replied.status_code == 302, replied.text
+        assert status == 302, body
         status, history = one.json("GET", f"/api/v1/conversations/{conversation}")
         last = history["messages"][-1]
         assert (last["role"], last["text"]) == ("agent", "Hello, Ana here: your card ships today.")
