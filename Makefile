@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test test-fast train bench lint format clean browser-deps
+.PHONY: run test test-fast train bench lint format clean browser-deps prometheus-deps
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,17 @@ browser-deps:
 	  else echo "chromium missing and not root: browser tests will be skipped"; fi; \
 	fi
 
-test: $(STAMP) browser-deps
+# Debian's prometheus (and promtool) drive tests/test_ops_prometheus.py; installed like chromium.
+prometheus-deps:
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing prometheus for the monitoring test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	      || echo "prometheus could not be installed: the monitoring test will be skipped"; \
+	  else echo "prometheus missing and not root: the monitoring test will be skipped"; fi; \
+	fi
+
+test: $(STAMP) browser-deps prometheus-deps
 	$(BIN)/python -m pytest
 
 # The quick loop: everything but the model-heavy and browser tests.

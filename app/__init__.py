@@ -25,11 +25,14 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     configure_logging(app.config["LOG_JSON"], app.config["LOG_LEVEL"])
 
-    from app import db, health, metrics, privacy, security, services
+    from app import db, forking, health, metrics, privacy, security, services
+    from app.nlp import admission
 
-    security.init_app(app)  # first: a production server with unsafe settings stops here
+    security.init_app(app)  # a production server with unsafe settings stops here
+    forking.register()  # a pre-forking server (gunicorn --preload) may fork this process
+    # the first before_request hook: the request's start and the process load count from here
+    admission.init_app(app)
     privacy.init_app(app)  # masking is on before anything logs or stores
-
     db.init_app(app)
     services.init_app(app)  # Redis client, NLP engine, review queue
     metrics.init_app(app)

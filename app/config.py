@@ -95,6 +95,20 @@ class Config:
         self.TRUSTED_PROXIES = _env_int("TIERDESK_TRUSTED_PROXIES", 0)
         # Answers kept per process for repeated identical questions (0 disables the cache).
         self.ANSWER_CACHE_SIZE = _env_int("TIERDESK_ANSWER_CACHE_SIZE", 2048)
+        # Share answers across workers and hosts in Redis (app/nlp/answer_cache.py); entries
+        # live from TTL_MIN seconds (at tau_review) to TTL_MAX (at confidence 1).
+        self.ANSWER_CACHE_SHARED = _env_bool("TIERDESK_ANSWER_CACHE_SHARED", True)
+        self.ANSWER_CACHE_TTL_MIN = _env_int("TIERDESK_ANSWER_CACHE_TTL_MIN", 60)
+        self.ANSWER_CACHE_TTL_MAX = _env_int("TIERDESK_ANSWER_CACHE_TTL_MAX", 3600)
+        # BERT admission control (app/nlp/admission.py): concurrent inferences per process, the
+        # time budget of a request, and the busy shares between which low-value calls are shed.
+        self.BERT_SLOTS = _env_int("TIERDESK_BERT_SLOTS", 1)
+        self.BERT_BUDGET_MS = _env_int("TIERDESK_BERT_BUDGET_MS", 200)
+        self.BERT_SHED_BUSY_LOW = _env_float("TIERDESK_BERT_SHED_BUSY_LOW", 0.75)
+        self.BERT_SHED_BUSY_HIGH = _env_float("TIERDESK_BERT_SHED_BUSY_HIGH", 0.95)
+        # ... and the estimated queue waits (ms) between which they are shed.
+        self.BERT_SHED_WAIT_LOW_MS = _env_int("TIERDESK_BERT_SHED_WAIT_LOW_MS", 20)
+        self.BERT_SHED_WAIT_HIGH_MS = _env_int("TIERDESK_BERT_SHED_WAIT_HIGH_MS", 100)
         # Commit answered chat turns without waiting for the disk flush (escalations always wait):
         # a power cut may drop the last moment of answered-chat logs, never corrupts the database.
         self.CHAT_RELAXED_COMMIT = _env_bool("TIERDESK_CHAT_RELAXED_COMMIT", True)

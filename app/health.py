@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, jsonify
+from flask import Blueprint, Flask, current_app, jsonify
 from sqlalchemy import text
 
 from app.db import get_session
@@ -31,11 +31,18 @@ def readyz():
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = f"unavailable: {exc.__class__.__name__}"
     engine = get_engine()
-    engine.poll()
+    if current_app.config.get("LOAD_MODELS", True):
+        engine.poll()  # a new KB or model revision starts a reload (rate-limited, background)
     checks["models"] = "ok" if engine.ready else f"not ready: {engine.not_ready_reason}"
     ok = all(v == "ok" for v in checks.values())
+    # What this worker serves, so that an operator can see every instance on the same KB/models.
     status = engine.status()
-    serving = {"active": engine.model_version, **{k: status[k] for k in ("canary", "shadow")}}
+    revisions = engine.revisions or (None, None)
+    serving = {
+        "active": engine.model_version,
+        **{k: status[k] for k in ("canary", "shadow")},
+        "kb_revision": revisions[0],
+    }
     return jsonify(status="ready" if ok else "not ready", checks=checks, serving=serving), (
         200 if ok else 503
     )

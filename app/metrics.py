@@ -8,6 +8,7 @@ Exposed at ``/metrics`` in the Prometheus text format. Under gunicorn with sever
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 from flask import Flask, Response, g, request
@@ -63,15 +64,71 @@ SHADOW_EVENTS = Counter(
 )
 CACHE_EVENTS = Counter(
     "tierdesk_answer_cache_total",
-    "Answer cache hits and misses.",
+    "Answer cache lookups: hit (this process's cache), shared_hit (Redis), miss.",
     ["result"],
     registry=REGISTRY,
+)
+BERT_ADMISSION = Counter(
+    "tierdesk_bert_admission_total",
+    "Asks for a BERT slot: admitted, or refused with the reason (budget, shed, busy).",
+    ["outcome", "reason"],
+    registry=REGISTRY,
+)
+DEGRADED = Counter(
+    "tierdesk_degraded_total",
+    "Decisions made without BERT although the router wanted it, by why (budget, shed, busy, "
+    "unavailable) and what the router did (fast_answer, escalated).",
+    ["reason", "result"],
+    registry=REGISTRY,
+)
+BUSY_SHARE = Gauge(
+    "tierdesk_worker_busy_share",
+    "Share of the last seconds this worker spent serving requests (admission pressure).",
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
+)
+QUEUE_WAIT = Gauge(
+    "tierdesk_queue_wait_seconds",
+    "Estimated wait of a new request in the accept queue in front of the workers.",
+    registry=REGISTRY,
+    multiprocess_mode="max",
+)
+WORKER_RSS = Gauge(
+    "tierdesk_worker_resident_bytes",
+    "Resident memory of each worker process.",
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
+)
+WORKER_CPU = Gauge(
+    "tierdesk_worker_cpu_seconds",
+    "CPU seconds (user + system) used by each worker process so far.",
+    registry=REGISTRY,
+    multiprocess_mode="liveall",
 )
 REVIEW_QUEUE_DEPTH = Gauge(
     "tierdesk_review_queue_depth",
     "Review items waiting in Redis.",
     registry=REGISTRY,
     multiprocess_mode="mostrecent",
+)
+REVIEW_OLDEST_WAIT = Gauge(
+    "tierdesk_review_oldest_wait_seconds",
+    "Age of the oldest review item a reviewer could take now (0 when none waits).",
+    registry=REGISTRY,
+    multiprocess_mode="mostrecent",
+)
+FEEDBACK = Counter(
+    "tierdesk_feedback_total",
+    "Customers' votes on bot answers.",
+    ["helpful"],
+    registry=REGISTRY,
+)
+CONFIDENCE = Histogram(
+    "tierdesk_answer_confidence",
+    "Calibrated confidence of the router's decisions (cache hits not counted again).",
+    ["route"],
+    buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0),
+    registry=REGISTRY,
 )
 REVIEW_THRESHOLD = Gauge(
     "tierdesk_review_threshold",
@@ -90,6 +147,9 @@ MODEL_INFO = Gauge(
 )
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
 def _start_timer() -> None:
     g._metrics_start = time.perf_counter()
 
@@ -99,7 +159,27 @@ def _start_timer() -> None:
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
+_next_sample = 0.0
+
+
+def _sample_process() -> None:
+    """This worker's memory and CPU, at most once a second (read from /proc and getrusage)."""
+    global _next_sample
+    now = time.monotonic()
+    if now < _next_sample:
+        return
+    _next_sample = now + 1.0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    WORKER_CPU.set(usage.ru_utime + usage.ru_stime)
+    try:
+        with open("/proc/self/statm") as f:
+            WORKER_RSS.set(int(f.read().split()[1]) * _PAGE)
+    except OSError:
+        WORKER_RSS.set(usage.ru_maxrss * 1024)
+
+
 def _record(response: Response) -> Response:
+    _sample_process()
     start = g.pop("_metrics_start", None)
     endpoint = request.endpoint or "unmatched"
     method = request.method if request.method in _METHODS else "other"
@@ -109,7 +189,23 @@ def _record(response: Response) -> Response:
     return response
 
 
+def _refresh_review_gauges() -> None:
+    """The review backlog and its oldest wait, read at scrape time (one query, one ZCARD)."""
+    from app.db import get_session
+    from app.review.stats import queue_counts
+    from app.services import get_review_queue
+
+    try:
+        counts = queue_counts(get_session(), get_review_queue())
+    except Exception:  # noqa: BLE001 - a scrape must answer even when the database is away
+        return
+    if counts["queued_in_redis"] is not None:
+        REVIEW_QUEUE_DEPTH.set(counts["queued_in_redis"])
+    REVIEW_OLDEST_WAIT.set(counts["oldest_pending_age_s"] or 0.0)
+
+
 def metrics_view() -> Response:
+    _refresh_review_gauges()
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()

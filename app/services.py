@@ -28,7 +28,7 @@ def init_app(app: Flask) -> None:
 
     from app.nlp.engine import Engine
 
-    engine = Engine(app.config)
+    engine = Engine(app.config, redis_client=client)  # Redis shares the answer cache
     app.extensions[ENGINE_KEY] = engine
     if app.config["LOAD_MODELS"]:
         engine.load()  # load and warm before taking traffic; failures leave it "not ready"

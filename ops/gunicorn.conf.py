@@ -1,7 +1,9 @@
 """Production serving: ``gunicorn -c ops/gunicorn.conf.py 'app:create_app()'``.
 
-Each worker loads and warms its own models after the fork (torch's thread pools do not survive
-a fork safely, so no ``preload_app``). Metrics from all workers are merged through
+By default each worker loads and warms its own models after the fork. ``TIERDESK_PRELOAD=1``
+(or ``--preload``) loads them once in the master instead and the workers share that memory
+copy-on-write; app/forking.py resets what does not survive the fork (torch's thread pool, pooled
+database connections) in each worker. Metrics from all workers are merged through
 PROMETHEUS_MULTIPROC_DIR.
 
 Worker class: ``sync`` (one request at a time per worker, no keep-alive) by default. A chat
@@ -28,6 +30,7 @@ workers = int(os.environ.get("TIERDESK_WORKERS", "2"))
 worker_class = os.environ.get("TIERDESK_WORKER_CLASS", "sync")
 # gunicorn turns a sync worker with more than one thread into gthread: one unless asked.
 threads = int(os.environ.get("TIERDESK_THREADS", "1"))
+preload_app = os.environ.get("TIERDESK_PRELOAD", "").strip().lower() in {"1", "true", "yes", "on"}
 timeout = 60
 graceful_timeout = 30
 keepalive = 5
@@ -36,12 +39,10 @@ accesslog = "-"
 _metrics_dir = os.environ.setdefault(
     "PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="tierdesk-metrics-")
 )
-
-
-def on_starting(server):
-    # Stale files from a previous run would add old counts to the new ones.
-    shutil.rmtree(_metrics_dir, ignore_errors=True)
-    os.makedirs(_metrics_dir, exist_ok=True)
+# Stale files from a previous run would add old counts to the new ones. Cleared when the
+# configuration is read, before a preloaded app (--preload) writes its first gauges.
+shutil.rmtree(_metrics_dir, ignore_errors=True)
+os.makedirs(_metrics_dir, exist_ok=True)
 
 
 def post_fork(server, worker):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, g, jsonify, request
 from sqlalchemy import select
 
 from app.chat import cors
@@ -10,6 +10,7 @@ from app.chat.articles import ArticleCache
 from app.chat.errors import ApiError
 from app.chat.inputs import is_valid_id, parse_chat_request, parse_feedback_request
 from app.chat.openapi import openapi_document
+from app.chat.priority import chat_priority
 from app.chat.service import (
     conversation_payload,
     find_conversation,
@@ -18,6 +19,7 @@ from app.chat.service import (
     turn_payload,
 )
 from app.db import get_session
+from app.metrics import FEEDBACK
 from app.models import Conversation, Message
 from app.privacy import identity as identities
 from app.ratelimit import RateLimiter, client_address, client_key, parse_limit
@@ -102,6 +104,8 @@ def chat():
     turn = handle_message(
         session,
         engine=get_engine(),
+        priority=chat_priority(session, conversation, req.message, _client()),
+        started=g.get("request_started"),
         text=req.message,
         conversation=conversation,
         client_key=_client(),
@@ -184,6 +188,7 @@ def feedback(message_id: str):
             409, "not_an_answer", "Feedback applies to answers of the bot or of a person only."
         )
     outcome = record_feedback(session, message, req.helpful, req.comment)
+    FEEDBACK.labels("true" if req.helpful else "false").inc()  # the dashboard's decay signal
     return jsonify(
         {
             "feedback_id": outcome.feedback.id,

@@ -105,14 +105,21 @@ class EngineOutcome:
     failure: str | None = None  # why there is no decision
 
 
-def _ask_engine(engine, text: str, conversation_id: str) -> EngineOutcome:
-    """The engine's decision (it caches repeated questions itself), or why there is none."""
+def _ask_engine(
+    engine, text: str, conversation_id: str, priority=None, started: float | None = None
+) -> EngineOutcome:
+    """The engine's decision (it caches repeated questions itself), or why there is none.
+    ``priority`` and ``started`` feed the engine's BERT admission control."""
     from app.nlp.engine import EngineNotReady
 
     if not getattr(engine, "ready", False):
         return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     try:
-        return EngineOutcome(engine.answer(text, conversation_id=conversation_id))
+        if priority is None:
+            return EngineOutcome(engine.answer(text, conversation_id=conversation_id))
+        return EngineOutcome(
+            engine.answer(text, conversation_id=conversation_id, priority=priority, started=started)
+        )
     except EngineNotReady:
         return EngineOutcome(None, Reason.MODELS_UNAVAILABLE)
     except Exception:  # noqa: BLE001 - a broken model must not lose the customer's message
@@ -168,6 +175,8 @@ def handle_message(
     articles: ArticleCache,
     relaxed_commit: bool = False,
     customer_ref: str | None = None,
+    priority=None,
+    started: float | None = None,
 ) -> Turn:
     """Answer ``text`` or hand it to a person, and store the turn; see the module docstring.
 
@@ -186,7 +195,7 @@ def handle_message(
     conversation_id = conversation.id if conversation is not None else new_id()
     if not held and (handoff or not wants_person):
         # A plain "talk to a person" needs no draft; a hand-off with a question gets one.
-        outcome = _ask_engine(engine, text, conversation_id)
+        outcome = _ask_engine(engine, text, conversation_id, priority, started)
     decision = outcome.decision
     proposed = decision.article if decision is not None else None
     revision = getattr(engine, "revisions", None)

@@ -7,8 +7,11 @@
   published articles, warms every router with a few queries and only then reports ``ready``.
 - ``answer(text, conversation_id)`` picks the router: the canary for the conversations in its
   share (sticky: a hash of the id), an experiment's arm b (``app/nlp/experiments.py``), else
-  the active version; then a small LRU cache keyed by the normalised text, the model and KB
-  versions and the arm, then the router; it records stage latencies, decisions, cache events.
+  the active version; then the answer cache (app/nlp/answer_cache.py: per process, and shared across
+  workers and hosts in Redis) keyed by the normalised text and a tag of the router's model, KB
+  revision and arm, then the router, whose BERT call passes admission control
+  (app/nlp/admission.py); it records stage latencies, decisions, cache events and answers
+  made without BERT.
   A sample of the active version's answers goes to the shadow (``app/nlp/shadow.py``) in the
   background.
 - Every ``REVISION_POLL_SECONDS``, a watcher thread (and any request) looks at KB_REVISION /
@@ -33,18 +36,21 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from app.metrics import (
     CACHE_EVENTS,
+    CONFIDENCE,
+    DEGRADED,
     MODEL_INFO,
     REVIEW_THRESHOLD,
     ROUTE_DECISIONS,
     STAGE_LATENCY,
 )
+from app.nlp.admission import PROCESS_LOAD, Admission, Priority
+from app.nlp.answer_cache import AnswerCache, cache_tag
 from app.nlp.capacity import SpareReview
 from app.nlp.normalize import normalize
 from app.nlp.registry import ServingPlan, conversation_bucket
@@ -91,36 +97,8 @@ class EngineNotReady(RuntimeError):
     """The models are not loaded (not trained yet, or failed to load)."""
 
 
-class _LRU:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
 class Engine:
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], redis_client=None) -> None:
         self.config = config
         self.ready = False
         self.not_ready_reason: str | None = "models not loaded"
@@ -130,7 +108,16 @@ class Engine:
         self._router = None
         self._serving: _Serving | None = None
         self._shadow = None  # app.nlp.shadow.ShadowRunner, started with the first shadow
-        self._cache = _LRU(int(config.get("ANSWER_CACHE_SIZE", CACHE_SIZE)))
+        # Per process, and shared through Redis when a client is given (app/nlp/answer_cache.py).
+        self._cache = AnswerCache(
+            int(config.get("ANSWER_CACHE_SIZE", CACHE_SIZE)),
+            redis_client,
+            config.get("REDIS_PREFIX", "tierdesk:"),
+            shared=bool(config.get("ANSWER_CACHE_SHARED", True)),
+            ttl_min=int(config.get("ANSWER_CACHE_TTL_MIN", 60)),
+            ttl_max=int(config.get("ANSWER_CACHE_TTL_MAX", 3600)),
+        )
+        self.admission = Admission.from_config(config, PROCESS_LOAD)  # app/nlp/admission.py
         self._reload_lock = threading.Lock()
         self._reloading = False
         self._next_check = 0.0
@@ -170,7 +157,7 @@ class Engine:
             # A customer's data was erased (app/privacy/erasure.py): drop every cached answer
             # (keys are the questions as typed) in this process too.
             self._erasures = erasures
-            self._cache.clear()
+            self._cache.clear_local()  # the erasing process emptied the shared cache
         return revisions
 
     def _build(self) -> _Built:
@@ -360,12 +347,22 @@ class Engine:
         )
         REVIEW_THRESHOLD.labels("tuned").set(router.m.thresholds.tau_review)
         self._show_threshold(router.m.thresholds.tau_review)
+        # What a cached answer depends on (a KB import or a model change moves it); old
+        # answers leave Redis.
+        tags = set()
+        for each in (router, canary, shadow, arm_b):
+            if each is not None:
+                each.cache_tag = cache_tag(
+                    each.m.version, each.m.bm25.version, built.revisions, getattr(each, "arm", None)
+                )
+                tags.add(each.cache_tag)
+        self._cache.purge_other_tags(tags)
         self._serving = serving  # one assignment: a request sees the old or the new plan
         self._router = router
         self.revisions = built.revisions
         self.model_version = router.m.version
         self.trained_at = built.manifests[plan.active].get("trained_at")
-        self._cache.clear()
+        self._cache.clear_local()
         self.ready = True
         self.not_ready_reason = None
         MODEL_INFO.clear()
@@ -485,10 +482,19 @@ class Engine:
     def router(self):
         return self._router
 
-    def answer(self, text: str, conversation_id: str | None = None) -> Decision:
+    def answer(
+        self,
+        text: str,
+        conversation_id: str | None = None,
+        *,
+        priority: Priority = Priority.NORMAL,
+        started: float | None = None,
+    ) -> Decision:
         """The decision for ``text``: from the canary when ``conversation_id`` falls in its
-        share (sticky per conversation), else from the active version; a sample of the active
-        version's answers is offered to the shadow version in the background."""
+        share (sticky per conversation), else from the active version (or an experiment's arm);
+        from the answer cache, else the router, whose BERT call goes through admission control
+        (``priority`` and ``started``, the request's start on ``time.monotonic()``, feed it). A
+        sample of the active version's answers is offered to the shadow in the background."""
         self._maybe_check()
         serving = self._serving
         if serving is None:
@@ -502,7 +508,7 @@ class Engine:
         if serving.experiment is not None and conversation_id is not None and not in_canary:
             arm = serving.experiment.arm(conversation_id)
             router = serving.arm_b if arm == "b" else router
-        decision = self._decide(router, text)
+        decision = self._decide(router, text, priority, started)
         if arm is not None:
             decision.trace["experiment"] = {"name": serving.experiment.name, "arm": arm}
         if serving.shadow is not None and router is serving.active:
@@ -521,26 +527,33 @@ class Engine:
                     )
         self._shadow.offer(serving.shadow, decision, serving.shadow_sample, conversation_id)
 
-    def _decide(self, router, text: str) -> Decision:
-        key = (
-            normalize(text),
-            router.m.version,
-            router.m.bm25.version,
-            self.revisions,
-            getattr(router, "arm", None),  # an experiment's arm b: same models, other thresholds
-        )
-        cached = self._cache.get(key)
+    def _decide(self, router, text: str, priority: Priority, started: float | None) -> Decision:
+        normalized = normalize(text)
+        tag = router.cache_tag
+        cached, level = self._cache.get(normalized, tag)
         if cached is not None:
-            CACHE_EVENTS.labels("hit").inc()
+            CACHE_EVENTS.labels(level).inc()
             # A shallow copy: consumers read a decision and never change its parts in place
             # (a deep copy of the trace cost ~6% of a worker's time under load).
             decision = dataclasses.replace(
-                cached, query=text, trace={**cached.trace, "cache": "hit"}
+                cached, query=text, trace={**cached.trace, "cache": level}
             )
             ROUTE_DECISIONS.labels(decision.route, _outcome(decision)).inc()
             return decision
         CACHE_EVENTS.labels("miss").inc()
-        decision = router.route(text)
+        started = time.monotonic() if started is None else started
+        words = len(normalized.split())
+
+        def admit(fast_confidence):
+            return self.admission.ask(
+                started=started, priority=priority, fast_confidence=fast_confidence, words=words
+            )
+
+        decision = router.route(text, admit=admit)
+        CONFIDENCE.labels(decision.route).observe(decision.confidence)
+        without_bert = _without_bert(decision)
+        if without_bert is not None:
+            DEGRADED.labels(without_bert, "escalated" if decision.escalate else "fast_answer").inc()
         self._show_threshold(decision.trace["tau_review_effective"])
         for stage, ms in decision.trace.get("timings_ms", {}).items():
             STAGE_LATENCY.labels(stage).observe(ms / 1000)
@@ -549,13 +562,23 @@ class Engine:
         # A spare-capacity escalation depends on the moment's review capacity, not on the
         # models: replayed from the cache, every repeat of a hot question would go to review
         # outside the budget.
-        if self._cache.size > 0 and decision.escalation_reason != Reason.SPARE_CAPACITY:
-            self._cache.put(key, dataclasses.replace(decision, trace=dict(decision.trace)))
+        # Neither is an answer that BERT was refused for: it depended on the moment's load.
+        if (
+            self._cache.enabled
+            and decision.escalation_reason not in (Reason.SPARE_CAPACITY, Reason.DEGRADED)
+            and without_bert is None
+        ):
+            self._cache.put(
+                normalized,
+                tag,
+                dataclasses.replace(decision, trace=dict(decision.trace)),
+                router.m.thresholds.tau_review,
+            )
         return decision
 
     def forget_cached_answers(self) -> None:
-        """Drop every cached answer now (an erasure in this process)."""
-        self._cache.clear()
+        """Drop every cached answer now, here and in Redis (an erasure)."""
+        self._cache.clear_all()
 
     def status(self) -> dict:
         router = self._router
@@ -581,6 +604,18 @@ class Engine:
         self._closed = True
         if self._shadow is not None:
             self._shadow.close()
+
+
+def _without_bert(decision: Decision) -> str | None:
+    """Why the router went without BERT although it wanted it (None: it did not want it, or
+    BERT answered): the admission refusal, else ``unavailable``."""
+    bert = decision.trace.get("stages", {}).get("bert")
+    if not bert or "error" not in bert:
+        return None
+    admission = decision.trace.get("admission")
+    if admission and not admission["granted"]:
+        return admission["reason"]
+    return "unavailable"
 
 
 def _outcome(decision: Decision) -> str:

@@ -22,7 +22,9 @@ Per query (``mode="hybrid"``):
    ``out_of_scope`` (the query is far from every KB text), ``tiers_disagree`` (FastText and BERT
    name different intents and diverge beyond ``kl_disagree``), ``ambiguous`` (small margin) or
    ``below_threshold``. If BERT is unavailable or fails, the fast tier answers when it is sure
-   and escalates with ``degraded`` otherwise; a query never fails because BERT is down.
+   and escalates with ``degraded`` otherwise; a query never fails because BERT is down. The
+   same holds when admission control (``admit``, app/nlp/admission.py) refuses the BERT call
+   under load or for lack of time.
 5. With a ``SpareReview`` attached (the server and ``tierdesk eval`` attach one after warm-up),
    review capacity the budget leaves unused goes to the least confident answers: the review
    threshold rises above ``tau_review`` while escalations run under the budget, and such an
@@ -72,6 +74,7 @@ class Router:
         # Attached by whoever serves live traffic: live answers (hybrid, escalation on) feed it
         # and it may raise the review threshold.
         self.spare: SpareReview | None = None
+        self.cache_tag: str | None = None  # set by the engine: what its cached answers depend on
         self._thresholds_trace = {
             k: v for k, v in models.thresholds.to_dict().items() if k != "provenance"
         }
@@ -111,14 +114,19 @@ class Router:
 
     # -- the decision -------------------------------------------------------------------
 
-    def route(self, query: str, *, mode: str = "hybrid", escalation: bool = True) -> Decision:
+    def route(
+        self, query: str, *, mode: str = "hybrid", escalation: bool = True, admit=None
+    ) -> Decision:
+        """``admit`` (hybrid mode only): called with the fast tier's calibrated confidence (or
+        None) before BERT runs; it returns an ``app.nlp.admission.Verdict``. A refused verdict
+        is handled as BERT being unavailable (fast answer when sure, else ``degraded``)."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         started = time.perf_counter()
         th = self.m.thresholds
         stages: dict[str, dict] = {}
         timings: dict[str, float] = {}
-        ft = bm = bert = None
+        ft = bm = bert = verdict = None
         simple_conf = None
         spare = self.spare if mode == "hybrid" and escalation else None
         tau_review = spare.threshold(th.tau_review) if spare is not None else th.tau_review
@@ -153,7 +161,18 @@ class Router:
             )
         else:
             prior = ft.intents if ft is not None else None
-            bert, bert_error = self._run_bert(query, prior) if mode != "fast" else (None, None)
+            if admit is not None and mode == "hybrid" and self.m.bert is not None:
+                verdict = admit(simple_conf)
+            if verdict is not None and not verdict.granted:
+                bert, bert_error = None, f"not admitted: {verdict.reason}"
+            elif mode != "fast":
+                try:
+                    bert, bert_error = self._run_bert(query, prior)
+                finally:
+                    if verdict is not None:
+                        verdict.release(bert.ms if bert is not None else None)
+            else:
+                bert, bert_error = None, None
             if bert is None:
                 stages["bert"] = {"error": bert_error or self.m.bert_error or "unavailable"}
                 if bm is None:
@@ -213,6 +232,7 @@ class Router:
             "escalation_reason": decision.escalation_reason,
             "would_escalate": would_escalate,
             "tau_review_effective": tau_review,
+            "admission": verdict.trace() if verdict is not None else None,
         }
         return decision
 
