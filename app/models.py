@@ -254,6 +254,8 @@ class Delivery(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     channel: Mapped[str] = mapped_column(String(16))  # webhook | slack | email
+    # The conversation it is about, so that erasure and retention can remove it too.
+    conversation_id: Mapped[str | None] = mapped_column(String(32), index=True)
     target: Mapped[str] = mapped_column(String(2000))  # URL or e-mail address
     event: Mapped[str] = mapped_column(String(64))
     body: Mapped[str] = mapped_column(Text)  # the exact bytes sent (JSON, or the e-mail text)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from fixtures_privacy import database_dump, redis_dump
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.cli import main
 from app.db import session_scope
@@ -137,3 +137,45 @@ def test_erasure_drops_cached_answers_in_every_server(trained_app):
     assert engines[0].status()["cache_entries"] == 0
     engines[1].check_for_updates(wait=True)
     assert engines[1].status()["cache_entries"] == 0
+
+
+def test_erasure_takes_notes_deliveries_and_the_follow_up_address_with_it(any_db_url, make_app):
+    """What handoff adds to a conversation (a reviewer's internal note, queued webhook and
+    e-mail deliveries, the address left for follow-up) goes with it, on SQLite and PostgreSQL."""
+    from app.models import Delivery, ReviewNote
+    from app.privacy.erasure import delete_conversations, find_conversations
+
+    app = make_app(
+        SQLALCHEMY_DATABASE_URI=any_db_url,
+        WEBHOOK_URLS=["http://127.0.0.1:9/hook"],
+        SMTP_HOST="127.0.0.1",
+    )
+    cid = _conversation(app, "talk to a person please")
+    kept = _conversation(app, "talk to a person too")
+    client = app.test_client()
+    assert (
+        client.post(f"/api/v1/conversations/{cid}/email", json={"email": EMAIL}).status_code == 200
+    )
+    with session_scope(any_db_url) as session:
+        item = session.scalars(select(ReviewItem).where(ReviewItem.conversation_id == cid)).one()
+        session.add(ReviewNote(item_id=item.id, text="called back, no answer"))
+        session.add(
+            Delivery(channel="email", target=EMAIL, event="email", body="x", conversation_id=cid)
+        )
+        session.commit()
+        assert find_conversations(session, "test-secret", email=EMAIL.upper()) == [cid]
+        assert session.scalar(
+            select(func.count(Delivery.id)).where(Delivery.conversation_id == kept)
+        )
+        report, _ = delete_conversations(session, [cid])
+        session.commit()
+        assert report.review_notes == 1 and report.deliveries >= 2  # the webhook and the e-mail
+        assert session.scalar(select(func.count(ReviewNote.id))) == 0
+        assert (
+            session.scalar(select(func.count(Delivery.id)).where(Delivery.conversation_id == cid))
+            == 0
+        )
+        assert session.scalar(
+            select(func.count(Delivery.id)).where(Delivery.conversation_id == kept)
+        )
+        assert set(session.scalars(select(Conversation.id))) == {kept}

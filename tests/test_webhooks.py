@@ -128,7 +128,10 @@ def test_every_handoff_event_is_sent(hooked_app, receiver, reviewer):
     )
     console.post("/console/items/1/resolve", data={"csrf_token": token})
     agent = client.get(f"/api/v1/conversations/{cid}").get_json()["messages"][-1]
-    client.post(f"/api/v1/messages/{agent['id']}/feedback", json={"helpful": True})
+    client.post(
+        f"/api/v1/messages/{agent['id']}/feedback",
+        json={"helpful": True, "comment": "thanks! my card is 4111 1111 1111 1111"},
+    )
     _deliver(hooked_app)
     events = [
         json.loads(r["raw"])["event"] for r in receiver.received if r["path"] == "/hooks/tierdesk"
@@ -143,6 +146,9 @@ def test_every_handoff_event_is_sent(hooked_app, receiver, reviewer):
     for r in receiver.received:
         if r["path"] == "/hooks/tierdesk":
             assert signing.verify(SECRET, r["raw"], r["headers"]["Tierdesk-Signature"])
+    feedback = json.loads(receiver.received[-1]["raw"])["data"]
+    assert feedback["comment"] == "thanks! my card is [card ****1111]"  # masked, as stored
+    assert not any(b"4111 1111" in r["raw"] for r in receiver.received)
 
 
 def test_a_receiver_that_is_down_gets_the_event_later_even_after_a_restart(

@@ -437,7 +437,7 @@ def record_feedback(
             "message_id": message.id,
             "role": message.role,
             "helpful": helpful,
-            "comment": comment,
+            "comment": feedback.comment,  # masked, as stored
         },
     )
     escalated = False

@@ -50,7 +50,14 @@ def email_reply(
         "Continue the conversation here:\n"
         f"{continue_link(config, conversation.id)}\n"
     )
-    queue_email(session, config, conversation.customer_email, "A reply to your question", text)
+    queue_email(
+        session,
+        config,
+        conversation.customer_email,
+        "A reply to your question",
+        text,
+        conversation_id=conversation.id,
+    )
 
 
 @bp.get("/continue/<token>")

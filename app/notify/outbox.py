@@ -58,18 +58,22 @@ def record_event(session: Session, config, event: str, data: dict) -> list[Deliv
     """Queue ``event`` for every configured webhook (and Slack, for the events people need to
     hear about) in the caller's transaction."""
     rows: list[Delivery] = []
+    about = data.get("conversation_id")
     body = json.dumps(
         {"id": uuid.uuid4().hex, "event": event, "created_at": _iso_now(), "data": data},
         separators=(",", ":"),
         sort_keys=True,
     )
     for url in webhook_urls(config):
-        rows.append(Delivery(channel="webhook", target=url, event=event, body=body))
+        rows.append(
+            Delivery(channel="webhook", target=url, event=event, body=body, conversation_id=about)
+        )
     slack = config.get("SLACK_WEBHOOK_URL")
     if slack and event in SLACK_EVENTS:
         rows.append(
             Delivery(
                 channel="slack",
+                conversation_id=about,
                 target=slack,
                 event=event,
                 body=json.dumps({"text": slack_text(config, event, data)}),
@@ -88,7 +92,14 @@ def slack_text(config, event: str, data: dict) -> str:
     return f"A customer is waiting for a person ({data.get('reason') or 'escalated'}).{link}"
 
 
-def queue_email(session: Session, config, to: str, subject: str, text: str) -> Delivery | None:
+def queue_email(
+    session: Session,
+    config,
+    to: str,
+    subject: str,
+    text: str,
+    conversation_id: str | None = None,
+) -> Delivery | None:
     """Queue an e-mail (None when no SMTP server is configured)."""
     if not config.get("SMTP_HOST"):
         return None
@@ -97,7 +108,13 @@ def queue_email(session: Session, config, to: str, subject: str, text: str) -> D
     message["To"] = to
     message["Subject"] = subject
     message.set_content(text)
-    row = Delivery(channel="email", target=to, event="email", body=message.as_string())
+    row = Delivery(
+        channel="email",
+        target=to,
+        event="email",
+        body=message.as_string(),
+        conversation_id=conversation_id,
+    )
     session.add(row)
     return row
 

@@ -1,16 +1,17 @@
 """Export and erasure of what is stored about one customer.
 
 A customer is found by a conversation id, or by an e-mail address: the conversations where
-they typed it (``pii_refs`` digests) and those of a verified widget identity equal to it
+they typed it (``pii_refs`` digests), those where they left it for e-mail follow-up
+(``conversations.customer_email``) and those of a verified widget identity equal to it
 (``conversations.customer_ref``). The texts are stored masked, so an export holds the masked
 text: that is everything tierdesk keeps.
 
 Erasing deletes, in one transaction, the conversations with their messages, feedback, review
-items and digests, then removes the review items from Redis and moves the erasure revision so
+items and their internal notes, digests and outgoing deliveries (webhooks, e-mails), then removes the review items from Redis and moves the erasure revision so
 that every running server drops its cached answers (the answer cache is keyed by the question
 as typed). The audit log records that an erasure happened, by whom and how many rows; not
 which customer or what was erased. Training examples a reviewer taught are not linked to a
-conversation and are kept (masked), as the issue asks.
+conversation and are kept (masked) until their own retention.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.models import Conversation, Feedback, Message, PiiRef, ReviewItem, utcnow
+from app.models import (
+    Conversation,
+    Delivery,
+    Feedback,
+    Message,
+    PiiRef,
+    ReviewItem,
+    ReviewNote,
+    utcnow,
+)
 from app.privacy.refs import digest
 from app.review import audit
 from app.state import ERASURE_REVISION, bump_revision
@@ -57,7 +67,11 @@ def find_conversations(
         # lower case (customer ids are compared exactly).
         identities = {digest(secret, "customer", v) for v in (email.strip(), address)}
         query = select(Conversation.id).where(
-            or_(Conversation.id.in_(by_text), Conversation.customer_ref.in_(identities))
+            or_(
+                Conversation.id.in_(by_text),
+                Conversation.customer_ref.in_(identities),
+                func.lower(Conversation.customer_email) == address,  # left for e-mail follow-up
+            )
         )
     return list(session.scalars(query.order_by(Conversation.created_at, Conversation.id)))
 
@@ -96,6 +110,12 @@ def export(session: Session, conversation_ids: list[str]) -> dict[str, Any]:
         entry["messages"] = [_row(m) for m in messages]
         entry["feedback"] = [_row(f) for f in feedback]
         entry["review_items"] = [_row(i) for i in items]
+        entry["review_notes"] = [
+            _row(n)
+            for n in session.scalars(
+                select(ReviewNote).where(ReviewNote.item_id.in_([i.id for i in items]))
+            )
+        ]
         conversations.append(entry)
     return {
         "exported_at": _iso(utcnow()),
@@ -112,6 +132,8 @@ class ErasureReport:
     feedback: int = 0
     review_items: int = 0
     pii_refs: int = 0
+    review_notes: int = 0
+    deliveries: int = 0
     redis_items: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -122,6 +144,8 @@ class ErasureReport:
             "feedback": self.feedback,
             "review_items": self.review_items,
             "pii_refs": self.pii_refs,
+            "review_notes": self.review_notes,
+            "deliveries": self.deliveries,
         }
 
     def summary(self) -> str:
@@ -143,6 +167,12 @@ def delete_conversations(
         )
     )
     report.feedback = _count(session, delete(Feedback).where(Feedback.message_id.in_(message_ids)))
+    report.review_notes = _count(
+        session, delete(ReviewNote).where(ReviewNote.item_id.in_(item_ids))
+    )
+    report.deliveries = _count(
+        session, delete(Delivery).where(Delivery.conversation_id.in_(conversation_ids))
+    )
     report.review_items = _count(
         session, delete(ReviewItem).where(ReviewItem.conversation_id.in_(conversation_ids))
     )

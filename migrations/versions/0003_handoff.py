@@ -53,6 +53,7 @@ def upgrade() -> None:
     op.create_table('deliveries',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('channel', sa.String(length=16), nullable=False),
+    sa.Column('conversation_id', sa.String(length=32), nullable=True),
     sa.Column('target', sa.String(length=2000), nullable=False),
     sa.Column('event', sa.String(length=64), nullable=False),
     sa.Column('body', sa.Text(), nullable=False),
@@ -67,11 +68,13 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('deliveries', schema=None) as batch_op:
         batch_op.create_index('ix_deliveries_status_next', ['status', 'next_attempt_at'], unique=False)
+        batch_op.create_index(batch_op.f('ix_deliveries_conversation_id'), ['conversation_id'], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table('deliveries', schema=None) as batch_op:
         batch_op.drop_index('ix_deliveries_status_next')
+        batch_op.drop_index(batch_op.f('ix_deliveries_conversation_id'))
     op.drop_table('deliveries')
     op.drop_table('canned_replies')
     with op.batch_alter_table('review_notes', schema=None) as batch_op:
