@@ -2,7 +2,8 @@
 
 The NLP core never imports the web layers; the review package and the chat package do not
 import each other's modules except where chat hands an escalation to review
-(``app.review.service.escalate``); the training stages import nothing of the web layers.
+(``app.review.service.escalate``) and reads or moves the conversation's handoff state
+(``app.review.handoff``, the one place that changes it); the training stages import nothing of the web layers.
 """
 
 from __future__ import annotations
@@ -51,14 +52,17 @@ def test_a_package_does_not_import_the_layers_it_must_not_know(package, forbidde
     assert not offenders, sorted(offenders)
 
 
-def test_chat_reaches_review_only_to_escalate():
+def test_chat_reaches_review_only_to_escalate_and_for_the_handoff_state():
     uses = {
         f"{module}: {name}"
         for module, names in imports_of("chat").items()
         for name in names
         if name.startswith("app.review")
     }
-    assert uses == {"app/chat/service.py: app.review.service"}
+    assert uses == {
+        "app/chat/service.py: app.review.service",
+        "app/chat/service.py: app.review.handoff",
+    }
 
 
 def test_the_checker_sees_imports_inside_functions(tmp_path):

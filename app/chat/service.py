@@ -28,7 +28,6 @@ from sqlalchemy.orm import Session
 
 from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
-from app.chat.text import asks_for_human
 from app.message_view import article_ref, iso, message_payload
 from app.models import (
     Article,
@@ -40,6 +39,7 @@ from app.models import (
     next_seq,
     utcnow,
 )
+from app.nlp.person_request import asks_for_human
 from app.nlp.types import Decision
 from app.privacy import get_masker
 from app.privacy.refs import email_refs
@@ -260,9 +260,9 @@ def handle_message(
         _escalate(session, conversation, customer, reason, bot if decision is not None else None)
     else:
         if state == ConversationState.RESOLVED:
-            from app.review import handoff as handoff_state
+            from app.review.handoff import apply as move_handoff
 
-            handoff_state.apply(session, conversation, "reopen", strict=False)
+            move_handoff(session, conversation, "reopen", strict=False)
         _store_answered_turn(
             session,
             conversation if new_conversation else None,

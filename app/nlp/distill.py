@@ -66,8 +66,8 @@ def bert_labels(
 
 def logged_questions(session, limit: int = MAX_LOGGED) -> list[tuple[str, str | None]]:
     """(customer question, the intent a reviewer answered it with or None), newest first."""
-    from app.chat.text import asks_for_human
     from app.models import Article, Message, ReviewItem
+    from app.nlp.person_request import asks_for_human
 
     rows = session.execute(
         select(Message.id, Message.text)
