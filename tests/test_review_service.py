@@ -11,7 +11,7 @@ from app import metrics
 from app.db import session_scope
 from app.models import Article, Conversation, Message, ReviewItem
 from app.review.service import ReviewError, discard, reply_with_article
-from app.vocab import ReviewStatus
+from app.vocab import ConversationState, ReviewStatus
 
 
 def test_escalation_is_recorded_then_queued(app, redis_client, redis_prefix):
@@ -51,7 +51,7 @@ def test_an_article_reply_keeps_its_html_and_quotes_it_as_plain_text(app, review
     url = app.config["SQLALCHEMY_DATABASE_URI"]
     _publish(url, "card-arrival", "<p>Cards arrive in 5 days.</p><ul><li>Track it</li></ul>")
     item_id = escalate_in(app)
-    with app.app_context(), session_scope(url) as session:
+    with app.test_request_context(), session_scope(url) as session:  # as the console does
         item = session.get(ReviewItem, item_id)
         reply = reply_with_article(session, item, reviewer.id, "card-arrival")
         assert reply.text == "Cards arrive in 5 days.\n\n- Track it"
@@ -64,7 +64,7 @@ def test_an_article_without_html_is_quoted_from_its_body(app, reviewer):
     url = app.config["SQLALCHEMY_DATABASE_URI"]
     _publish(url, "card-arrival", "", body="Cards arrive in 5 days.")
     item_id = escalate_in(app)
-    with app.app_context(), session_scope(url) as session:
+    with app.test_request_context(), session_scope(url) as session:
         reply = reply_with_article(
             session, session.get(ReviewItem, item_id), reviewer.id, "card-arrival"
         )
@@ -97,4 +97,5 @@ def test_discarding_closes_the_item_without_a_reply(app, reviewer):
             )
         )
         assert agents == 0
-        assert session.get(Conversation, row.conversation_id).status == "open"
+        # Back with the bot (app/review/handoff.py).
+        assert session.get(Conversation, row.conversation_id).status == ConversationState.BOT
