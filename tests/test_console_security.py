@@ -7,7 +7,7 @@ from fixtures_review import csrf_from, login
 from app.db import session_scope
 from app.models import Message, ReviewItem
 
-GET_URLS = ["/console/", "/console/stats", "/console/items/1"]
+GET_URLS = ["/console/", "/console/stats", "/console/models", "/console/items/1"]
 POST_URLS = [
     "/console/claim",
     "/console/logout",
