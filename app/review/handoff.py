@@ -93,7 +93,8 @@ def agent_name(email: str | None) -> str | None:
     return " ".join(part.capitalize() for part in local.split()) or None
 
 
-def _hub() -> LiveHub | None:
+def live_hub() -> LiveHub | None:
+    """The live event hub of this app (None outside an app context: CLI and plain tests)."""
     if not has_app_context():
         return None
     from app.live.stream import get_hub
@@ -143,7 +144,7 @@ def apply(
     set_committed_value(conversation, "assigned_to", assignee)
     set_committed_value(conversation, "state_changed_at", now)
     change = Change(conversation.id, event, before, rule.target, reviewer_id)
-    _announce(session, change, rule, hub or _hub(), config, details or {})
+    _announce(session, change, rule, hub or live_hub(), config, details or {})
     return change
 
 

@@ -135,7 +135,7 @@ def escalate(
     session.add(item)
     session.flush()
     handoff.apply(session, conversation, "escalate", details={"reason": item.reason}, strict=False)
-    hub = handoff._hub()
+    hub = handoff.live_hub()
     if hub is not None:
         payload = {
             "type": "escalated",
@@ -296,7 +296,7 @@ def _announce_reply(session: Session, item: ReviewItem, message: Message) -> Non
     )
     conversation = session.get(Conversation, item.conversation_id)
     email_reply(session, config, conversation, message)
-    hub = handoff._hub()
+    hub = handoff.live_hub()
     if hub is not None:
         event = {"type": "message", "message": payload}
         on_commit(session, lambda: hub.to_conversation(item.conversation_id, event))
