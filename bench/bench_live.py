@@ -170,18 +170,7 @@ class Server:
     def __init__(self, env: dict, port: int) -> None:
         self.port = port
         self.proc = subprocess.Popen(
-            [
-                str(VENV_BIN / "gunicorn"),
-                "-c",
-                str(ROOT / "ops" / "gunicorn.conf.py"),
-                "--bind",
-                f"{HOST}:{port}",
-                "--workers",
-                "2",
-                "--access-logfile",
-                "/dev/null",
-                "app:create_app()",
-            ],
+            bench_load.gunicorn_command(port),
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

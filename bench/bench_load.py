@@ -561,6 +561,22 @@ def _get_json(port: int, path: str) -> tuple[int, dict]:
         conn.close()
 
 
+def gunicorn_command(port: int, workers: int = 2) -> list[str]:
+    """gunicorn with the production config on 127.0.0.1:``port``, without an access log."""
+    return [
+        str(VENV_BIN / "gunicorn"),
+        "-c",
+        str(ROOT / "ops" / "gunicorn.conf.py"),
+        "--bind",
+        f"{HOST}:{port}",
+        "--workers",
+        str(workers),
+        "--access-logfile",
+        "/dev/null",
+        "app:create_app()",
+    ]
+
+
 def _wait_ready(port: int, proc: subprocess.Popen, timeout_s: float = 180) -> dict:
     """Wait until both workers answer, then report /readyz (models loaded or not)."""
     deadline = time.monotonic() + timeout_s
@@ -611,18 +627,7 @@ def run_server_and_measure(db: str, seconds: float, cache_size: int) -> dict:
         _tierdesk(env, "intents", "load")
         _tierdesk(env, "kb", "import", str(ROOT / "knowledge_base"))
         server = subprocess.Popen(
-            [
-                str(VENV_BIN / "gunicorn"),
-                "-c",
-                str(ROOT / "ops" / "gunicorn.conf.py"),
-                "--bind",
-                f"{HOST}:{port}",
-                "--workers",
-                "2",
-                "--access-logfile",
-                "/dev/null",
-                "app:create_app()",
-            ],
+            gunicorn_command(port),
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
