@@ -71,12 +71,20 @@ class ShadowRunner:
             time.sleep(0.01)
         return not self._queue.unfinished_tasks
 
-    def close(self) -> None:
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the worker after the comparison in hand (queued ones are dropped)."""
         self._stop.set()
-        try:
-            self._queue.put_nowait(None)
-        except queue.Full:
-            pass
+        while True:  # make room for the wake-up item
+            try:
+                self._queue.put_nowait(None)
+                break
+            except queue.Full:
+                try:
+                    self._queue.get_nowait()
+                    self._queue.task_done()
+                except queue.Empty:
+                    pass
+        self._thread.join(timeout)
 
     def _work(self) -> None:
         _lower_priority()
