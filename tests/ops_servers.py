@@ -55,6 +55,10 @@ class Server:
             "PYTHONPATH": str(PROJECT_ROOT),
             **(env or {}),
         }
+        if db_url.startswith("sqlite"):
+            # Several workers on one SQLite file on purpose (one test machine): production
+            # settings refuse that (app/security.py), as they should for a real deployment.
+            self.env.setdefault("TIERDESK_ENV", "development")
         self.proc: subprocess.Popen | None = None
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

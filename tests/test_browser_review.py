@@ -190,9 +190,7 @@ def test_teach_then_train_and_the_bot_answers(customer, reviewer_page, tiny_trai
         assert engine.trained_at is not None
 
         _ask(customer, url, TEACHABLE_QUESTION, open_widget=False)
-        customer.wait_for_function(
-            "document.querySelectorAll('.td-msg--bot .td-source').length >= 1"
-        )
+        customer.locator(".td-msg--bot .td-source").first.wait_for()
         link = customer.locator(".td-msg--bot .td-source").last
         assert link.get_attribute("href").endswith("/kb/card-arrival")
         reviewer_page.goto(f"{url}/console/stats")
