@@ -26,6 +26,7 @@ from redis.retry import Retry
 
 from app.db import session_scope
 from app.models import Conversation, Message, ReviewItem
+from app.services import get_review_queue
 
 REVIEWER_PASSWORD = "correct horse battery"
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -237,6 +238,7 @@ def escalate_in(
             draft_message=draft,
             intent=intent,
             route=route,
+            queue=get_review_queue(),
         )
         return item.id
 

@@ -7,6 +7,7 @@ from app.db import session_scope
 from app.models import ReviewItem
 from app.nlp.distill import label_logged, logged_questions
 from app.nlp.types import Candidate, Decision
+from app.services import get_review_queue
 
 
 class AnsweringRouter:
@@ -31,7 +32,7 @@ def test_reviewer_labels_win_then_confident_bert(app, sample_articles, escalate_
     item_id = escalate_message("the card I ordered still is not here")
     with app.test_request_context(), session_scope(url) as session:  # as the console does
         item = session.get(ReviewItem, item_id)
-        reply_with_article(session, item, reviewer.id, "card-arrival")
+        reply_with_article(session, item, reviewer.id, "card-arrival", queue=get_review_queue())
     escalate_message("please let me talk to a human")
     with session_scope(url) as session:
         logged = logged_questions(session)

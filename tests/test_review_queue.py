@@ -191,7 +191,13 @@ def test_expired_lease_returns_the_item(tmp_path, db_url, redis_client, redis_pr
     # The first reviewer's late reply is refused: the item is someone else's now.
     with app.app_context(), session_scope(db_url) as session:
         with pytest.raises(ReviewError):
-            send_reply(session, session.get(ReviewItem, item_id), first, "late answer")
+            send_reply(
+                session,
+                session.get(ReviewItem, item_id),
+                first,
+                "late answer",
+                queue=queue,
+            )
 
 
 def test_reconcile_releases_expired_claims_and_restores_live_leases(app, redis_client):

@@ -11,6 +11,7 @@ from app import metrics
 from app.db import session_scope
 from app.models import Article, Conversation, Message, ReviewItem
 from app.review.service import ReviewError, discard, reply_with_article
+from app.services import get_review_queue
 from app.vocab import ConversationState, ReviewStatus
 
 
@@ -37,6 +38,7 @@ def test_same_message_escalated_twice_makes_one_item(app):
             conversation=row.conversation_id,
             message=row.message_id,
             reason="asked_for_human",
+            queue=get_review_queue(),
         )
         assert again.id == item_id
         assert session.scalar(select(func.count(ReviewItem.id))) == 1
@@ -53,7 +55,9 @@ def test_an_article_reply_keeps_its_html_and_quotes_it_as_plain_text(app, review
     item_id = escalate_in(app)
     with app.test_request_context(), session_scope(url) as session:  # as the console does
         item = session.get(ReviewItem, item_id)
-        reply = reply_with_article(session, item, reviewer.id, "card-arrival")
+        reply = reply_with_article(
+            session, item, reviewer.id, "card-arrival", queue=get_review_queue()
+        )
         assert reply.text == "Cards arrive in 5 days.\n\n- Track it"
         assert reply.html.startswith("<p>Cards arrive") and reply.article_slug == "card-arrival"
     row = item_row(app, item_id)
@@ -66,7 +70,11 @@ def test_an_article_without_html_is_quoted_from_its_body(app, reviewer):
     item_id = escalate_in(app)
     with app.test_request_context(), session_scope(url) as session:
         reply = reply_with_article(
-            session, session.get(ReviewItem, item_id), reviewer.id, "card-arrival"
+            session,
+            session.get(ReviewItem, item_id),
+            reviewer.id,
+            "card-arrival",
+            queue=get_review_queue(),
         )
         assert reply.text == "Cards arrive in 5 days."
 
@@ -76,7 +84,11 @@ def test_an_unknown_article_is_refused_and_the_item_stays_open(app, reviewer):
     with app.app_context(), session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
         with pytest.raises(ReviewError, match="no-such-article"):
             reply_with_article(
-                session, session.get(ReviewItem, item_id), reviewer.id, "no-such-article"
+                session,
+                session.get(ReviewItem, item_id),
+                reviewer.id,
+                "no-such-article",
+                queue=get_review_queue(),
             )
     assert item_row(app, item_id).status == ReviewStatus.PENDING
 
@@ -86,8 +98,14 @@ def test_discarding_closes_the_item_without_a_reply(app, reviewer):
     item_id = escalate_in(app)
     with app.app_context(), session_scope(url) as session:
         with pytest.raises(ReviewError, match="empty"):
-            discard(session, session.get(ReviewItem, item_id), reviewer.id, "   ")
-        discard(session, session.get(ReviewItem, item_id), reviewer.id, "spam")
+            discard(session, session.get(ReviewItem, item_id), reviewer.id, "   ", queue=None)
+        discard(
+            session,
+            session.get(ReviewItem, item_id),
+            reviewer.id,
+            "spam",
+            queue=get_review_queue(),
+        )
     row = item_row(app, item_id)
     assert row.status == ReviewStatus.DISCARDED and row.resolution_note == "spam"
     with session_scope(url) as session:

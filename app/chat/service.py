@@ -135,6 +135,7 @@ def _escalate(
     draft: Message | None,
 ) -> None:
     from app.review.service import escalate
+    from app.services import get_review_queue
 
     session.commit()  # the customer's message and the bot's draft are safe before anything else
     escalate(
@@ -145,6 +146,7 @@ def _escalate(
         draft_message=draft,
         intent=draft.intent if draft else None,
         route=draft.route if draft else None,
+        queue=get_review_queue(),
     )
 
 

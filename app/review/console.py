@@ -371,7 +371,9 @@ def reply(item_id: int):
     if then == ConversationState.WITH_PERSON:
         db = get_session()
         try:
-            service.send_reply(db, _item_or_404(item_id), g.reviewer.id, text, then=then)
+            service.send_reply(
+                db, _item_or_404(item_id), g.reviewer.id, text, then=then, queue=get_review_queue()
+            )
         except service.ReviewError as exc:
             db.rollback()
             flash(str(exc), "error")
@@ -380,7 +382,9 @@ def reply(item_id: int):
         return _back(item_id)
     return _act(
         item_id,
-        lambda db, it: service.send_reply(db, it, g.reviewer.id, text, then=then),
+        lambda db, it: service.send_reply(
+            db, it, g.reviewer.id, text, then=then, queue=get_review_queue()
+        ),
         "Reply sent to the customer.",
     )
 
@@ -390,7 +394,9 @@ def reply_article(item_id: int):
     slug = request.form.get("slug", "").strip()
     return _act(
         item_id,
-        lambda db, it: service.reply_with_article(db, it, g.reviewer.id, slug),
+        lambda db, it: service.reply_with_article(
+            db, it, g.reviewer.id, slug, queue=get_review_queue()
+        ),
         "Article sent to the customer.",
     )
 
@@ -399,7 +405,9 @@ def reply_article(item_id: int):
 def discard(item_id: int):
     reason = request.form.get("reason", "")
     return _act(
-        item_id, lambda db, it: service.discard(db, it, g.reviewer.id, reason), "Item discarded."
+        item_id,
+        lambda db, it: service.discard(db, it, g.reviewer.id, reason, queue=get_review_queue()),
+        "Item discarded.",
     )
 
 

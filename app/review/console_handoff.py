@@ -150,7 +150,7 @@ def _finish(item_id: int, action, message: str):
     db = get_session()
     item = _item_or_404(item_id)
     try:
-        action(db, item, g.reviewer.id)
+        action(db, item, g.reviewer.id, queue=get_review_queue())
     except (service.ReviewError, handoff.HandoffError) as exc:
         db.rollback()
         flash(str(exc), "error")

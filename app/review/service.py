@@ -31,6 +31,7 @@ from app.models import (
 )
 from app.privacy import mask
 from app.review import audit, handoff
+from app.review.queue import ReviewQueue
 from app.state import KB_REVISION, bump_revision
 from app.vocab import (
     CUSTOMER_REASONS,
@@ -93,8 +94,10 @@ def escalate(
     draft_message: Message | str | None = None,
     intent: str | None = None,
     route: str | None = None,
+    queue: ReviewQueue | None,
 ) -> ReviewItem:
-    """Record that a human must look at ``message`` and queue it for the reviewers.
+    """Record that a human must look at ``message`` and queue it on ``queue`` for the reviewers
+    (``None``: no queue here; the reconciler of a serving process queues the row).
 
     The row is committed before Redis is touched (the database is the source of truth); when
     Redis is unavailable the error is logged and the reconciler queues the item later. An open
@@ -146,15 +149,15 @@ def escalate(
         on_commit(session, lambda: hub.to_console(payload))
     session.commit()
     metrics.ESCALATIONS.labels(item.reason).inc()
-    _enqueue(item)
+    _enqueue(queue, item)
     return item
 
 
-def _enqueue(item: ReviewItem) -> None:
+def _enqueue(queue: ReviewQueue | None, item: ReviewItem) -> None:
+    if queue is None:
+        return
     try:
-        from app.services import get_review_queue
-
-        queued = get_review_queue().enqueue(item)
+        queued = queue.enqueue(item)
     except Exception:  # noqa: BLE001 - the row is committed; the reconciler will queue it
         log.exception(
             "review item %s recorded but not queued; the reconciler will queue it", item.id
@@ -178,6 +181,7 @@ def _close_item(
     item: ReviewItem,
     reviewer_id: int,
     *,
+    queue: ReviewQueue | None,
     status: str,
     resolution: str,
     note: str | None = None,
@@ -233,14 +237,14 @@ def _close_item(
     )
     session.commit()
     session.refresh(item)
-    _forget(item.id)
+    _forget(queue, item.id)
 
 
-def _forget(item_id: int) -> None:
+def _forget(queue: ReviewQueue | None, item_id: int) -> None:
+    if queue is None:
+        return
     try:
-        from app.services import get_review_queue
-
-        get_review_queue().complete(item_id)
+        queue.complete(item_id)
     except Exception:  # noqa: BLE001 - a stale id is dropped by the next claim or reconcile
         log.exception("review item %s closed but still listed in Redis", item_id)
 
@@ -312,6 +316,7 @@ def send_reply(
     reviewer_id: int,
     text: str,
     *,
+    queue: ReviewQueue | None,
     then: str = ConversationState.BOT,
 ) -> Message:
     """Send ``text`` to the customer as the reviewer's reply.
@@ -323,12 +328,13 @@ def send_reply(
     draft = draft_of(session, item)
     unchanged = _same_text(text, draft.text) if draft is not None and draft.text else None
     if then == ConversationState.WITH_PERSON:
-        return _reply_and_stay(session, item, reviewer_id, text, unchanged)
+        return _reply_and_stay(session, item, reviewer_id, text, unchanged, queue)
     reply = _agent_message(session, item, reviewer_id, text)
     _close_item(
         session,
         item,
         reviewer_id,
+        queue=queue,
         status=ReviewStatus.RESOLVED,
         resolution="reply",
         reply=reply,
@@ -343,7 +349,12 @@ def _holds(item: ReviewItem, reviewer_id: int) -> bool:
 
 
 def _reply_and_stay(
-    session: Session, item: ReviewItem, reviewer_id: int, text: str, unchanged: bool | None
+    session: Session,
+    item: ReviewItem,
+    reviewer_id: int,
+    text: str,
+    unchanged: bool | None,
+    queue: ReviewQueue | None,
 ) -> Message:
     session.refresh(item)
     if not _holds(item, reviewer_id):
@@ -355,15 +366,15 @@ def _reply_and_stay(
     conversation = session.get(Conversation, item.conversation_id)
     handoff.apply(session, conversation, "take_over", reviewer_id=reviewer_id, strict=False)
     session.commit()
-    _renew_lease(item.id, reviewer_id)
+    _renew_lease(queue, item.id, reviewer_id)
     return reply
 
 
-def _renew_lease(item_id: int, reviewer_id: int) -> None:
+def _renew_lease(queue: ReviewQueue | None, item_id: int, reviewer_id: int) -> None:
+    if queue is None:
+        return
     try:
-        from app.services import get_review_queue
-
-        get_review_queue().renew(item_id, reviewer_id)
+        queue.renew(item_id, reviewer_id)
     except Exception:  # noqa: BLE001 - the reply is stored; the lease is a convenience
         log.exception("could not renew the lease of review item %s", item_id)
 
@@ -386,23 +397,30 @@ def return_to_queue(session: Session, item: ReviewItem) -> None:
         session.commit()
 
 
-def hand_back(session: Session, item: ReviewItem, reviewer_id: int) -> None:
+def hand_back(
+    session: Session, item: ReviewItem, reviewer_id: int, *, queue: ReviewQueue | None
+) -> None:
     """Close the item and give the conversation back to the bot."""
-    _finish(session, item, reviewer_id, ConversationState.BOT)
+    _finish(session, item, reviewer_id, ConversationState.BOT, queue)
 
 
-def resolve(session: Session, item: ReviewItem, reviewer_id: int) -> None:
+def resolve(
+    session: Session, item: ReviewItem, reviewer_id: int, *, queue: ReviewQueue | None
+) -> None:
     """Close the item and mark the conversation resolved."""
-    _finish(session, item, reviewer_id, ConversationState.RESOLVED)
+    _finish(session, item, reviewer_id, ConversationState.RESOLVED, queue)
 
 
-def _finish(session: Session, item: ReviewItem, reviewer_id: int, then: str) -> None:
+def _finish(
+    session: Session, item: ReviewItem, reviewer_id: int, then: str, queue: ReviewQueue | None
+) -> None:
     session.refresh(item)
     replied = item.reply_message_id is not None
     _close_item(
         session,
         item,
         reviewer_id,
+        queue=queue,
         status=ReviewStatus.RESOLVED if replied else ReviewStatus.DISCARDED,
         resolution="reply" if replied else ("handed_back" if then == "bot" else "closed"),
         draft_unchanged=item.draft_unchanged,
@@ -410,7 +428,9 @@ def _finish(session: Session, item: ReviewItem, reviewer_id: int, then: str) -> 
     )
 
 
-def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slug: str) -> Message:
+def reply_with_article(
+    session: Session, item: ReviewItem, reviewer_id: int, slug: str, *, queue: ReviewQueue | None
+) -> Message:
     """Answer with a published KB article (its sanitised HTML) and resolve the item."""
     article = session.scalar(
         select(Article).where(Article.slug == slug, Article.published.is_(True))
@@ -431,6 +451,7 @@ def reply_with_article(session: Session, item: ReviewItem, reviewer_id: int, slu
         session,
         item,
         reviewer_id,
+        queue=queue,
         status=ReviewStatus.RESOLVED,
         resolution="article",
         reply=reply,
@@ -444,11 +465,19 @@ def _article_text(article: Article) -> str:
     return text or article.body
 
 
-def discard(session: Session, item: ReviewItem, reviewer_id: int, reason: str) -> None:
+def discard(
+    session: Session, item: ReviewItem, reviewer_id: int, reason: str, *, queue: ReviewQueue | None
+) -> None:
     """Close the item without replying (spam, duplicate, already answered...)."""
     reason = mask(clean_text(reason, 500, "discard reason"))
     _close_item(
-        session, item, reviewer_id, status=ReviewStatus.DISCARDED, resolution="discard", note=reason
+        session,
+        item,
+        reviewer_id,
+        queue=queue,
+        status=ReviewStatus.DISCARDED,
+        resolution="discard",
+        note=reason,
     )
 
 
