@@ -22,6 +22,8 @@ from sqlalchemy.orm import Session
 from app.models import Conversation, Message
 from app.nlp.admission import Priority
 from app.nlp.normalize import normalize
+from app.privacy import mask
+from app.vocab import HANDED_OVER_STATES
 
 REPEAT_SECONDS = 60.0
 REPEAT_CLIENTS = 4096
@@ -36,15 +38,17 @@ def chat_priority(
 ) -> Priority:
     normalized = normalize(text)
     if conversation is not None:
-        if conversation.status == "pending_review":
+        if conversation.status in HANDED_OVER_STATES:
             return Priority.HIGH
+        # Stored texts are masked (app/privacy): compare the masked form of this one.
+        masked = normalize(mask(text))
         earlier = session.scalars(
             select(Message.text)
             .where(Message.conversation_id == conversation.id, Message.role == "customer")
             .order_by(Message.seq.desc())
             .limit(RECENT_MESSAGES)
         )
-        if any(normalize(t) == normalized for t in earlier):
+        if any(normalize(t) == masked for t in earlier):
             return Priority.HIGH
         return Priority.NORMAL
     now = time.monotonic()
