@@ -1,15 +1,22 @@
 """One row per question (QnA Maker style) in TSV, CSV, JSON and JSONL: rows sharing an answer
 become one article, questions under two answers and derived-slug collisions are warnings, real
-errors still reject the whole import. Real files, the real importer and the CLI runner."""
+errors still reject the whole import. The QnA exports as vendors ship them: QnA Maker's JSON
+download, Azure AI Language question answering project exports, and the Excel (.xlsx) sheets of
+both. Real files, the real importer and the CLI runner."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import shutil
+import zipfile
 from pathlib import Path
 
+import openpyxl
 import pytest
 from fixtures_kb import articles, run_import, snapshot
+from openpyxl.styles import Font
 
 from app.cli import main
 from app.kb.importer import ImportRejected
@@ -162,7 +169,8 @@ def test_qnaid_groups_rows_in_csv_too(db_url, write_kb_file):
          "1: has both 'title' and 'question'; keep one"),
         ("cols.tsv", "Q\tAnswer\nA\tb\n", "1: missing required column(s) question; found Q, Answer"),
         ("meta.jsonl", '{"question": "A", "answer": "b", "metadata": 3}\n',
-         "1: metadata must be 'key:value|key:value' text or an object, not int"),
+         "1: metadata must be 'key:value|key:value' text, an object or a list of name/value "
+         "pairs, not int"),
     ],
 )  # fmt: skip
 def test_question_answer_mistakes_are_named(db_url, write_kb_file, name, content, expected):
@@ -270,3 +278,463 @@ def test_cli_dry_run_prints_warnings_and_writes_nothing(runner, db_url, chitchat
         "would create    bye",
     ]
     assert articles(db_url) == {}
+
+
+# ----------------------------------------------------------------------------- QnA Maker JSON
+
+
+def qna_maker_download() -> dict:
+    """What QnA Maker's "Download knowledgebase" API returns, suggestions and prompts included."""
+    return {
+        "qnaDocuments": [
+            {
+                "id": 1,
+                "answer": "Cards arrive within **5 working days**.",
+                "source": "Editorial",
+                "questions": [
+                    "Where is my new card?",
+                    "My card has not come yet",
+                    "How long does card delivery take?",
+                ],
+                "metadata": [
+                    {"name": "category", "value": "card_arrival"},
+                    {"name": "product", "value": "gold"},
+                    {"name": "tags", "value": "cards, delivery"},
+                ],
+                "alternateQuestions": [],
+                "alternateQuestionClusters": [
+                    {
+                        "clusterHead": "card still not here",
+                        "totalAutoSuggestedCount": 3,
+                        "totalUserSuggestedCount": 1,
+                        "alternateQuestionList": [
+                            {
+                                "question": "card still not here",
+                                "autoSuggestedCount": 3,
+                                "userSuggestedCount": 1,
+                            }
+                        ],
+                    }
+                ],
+                "context": {
+                    "isContextOnly": False,
+                    "prompts": [{"displayOrder": 0, "qnaId": 2, "displayText": "Reset my PIN"}],
+                },
+                "lastUpdatedTimestamp": "2022-07-26T09:31:57.418+00:00",
+                "isDocumentText": False,
+                "extractionConfidence": -1.0,
+            },
+            {
+                "id": 2,
+                "answer": "Open the app, choose *Security*, then *Change PIN*.",
+                "source": "https://bank.example/help/pin",
+                "questions": ["How do I reset my PIN?"],
+                "metadata": [
+                    {"name": "intent", "value": "change_pin"},
+                    {"name": "slug", "value": "pin-reset"},
+                ],
+                "alternateQuestions": ["pin forgotten what now"],
+                "context": {"isContextOnly": True, "prompts": []},
+                "parentQnaIds": [1],
+                "lastUpdatedTimestamp": "2022-07-26T09:31:57.418+00:00",
+            },
+            {
+                "id": 3,
+                "answer": "Hello!",
+                "source": "qna_chitchat_friendly.tsv",
+                "questions": ["Hi", "Hello", "  ", "hi", "Hey"],
+                "metadata": [{"name": "editorial", "value": "chitchat"}],
+            },
+        ]
+    }
+
+
+def item_line(text: str, item_id: int) -> int:
+    """The line of the '{' that opens the item whose first key is ``"id": item_id``."""
+    return text[: text.index(f'"id": {item_id},')].count("\n")
+
+
+def test_qna_maker_json_download_gives_one_article_per_document(db_url, write_kb_file):
+    path = write_kb_file("kb.json", json.dumps(qna_maker_download(), indent=2))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems, report.notes, report.warnings) == (3, [], [], [])
+    stored = articles(db_url)
+    assert sorted(stored) == ["hi", "pin-reset", "where-is-my-new-card"]
+    card = stored["where-is-my-new-card"]
+    assert card.title == "Where is my new card?"
+    assert card.body == "Cards arrive within **5 working days**."
+    # Only "questions" are questions: active-learning suggestions and prompts are not.
+    assert card.questions == ["My card has not come yet", "How long does card delivery take?"]
+    assert card.category == "card_arrival"
+    assert card.tags == ["product:gold", "cards", "delivery"]
+    assert card.source == "Editorial"
+    pin = stored["pin-reset"]
+    assert (pin.title, pin.category, pin.questions) == ("How do I reset my PIN?", "change_pin", [])
+    assert pin.source == "https://bank.example/help/pin"
+    hi = stored["hi"]
+    assert hi.questions == ["Hello", "Hey"]  # blank and case-only repeats dropped
+    assert hi.tags == ["editorial:chitchat"]
+    again = run_import(db_url, [path])
+    assert (again.created, again.updated, again.unchanged) == (0, 0, 3)
+
+
+def test_qna_maker_documents_without_questions_or_answer_are_named(db_url, write_kb_file):
+    run_import(db_url, [write_kb_file("base.csv", "title,body\nExisting,Stays as it is.\n")])
+    before = snapshot(db_url)
+    download = qna_maker_download()
+    documents = download["qnaDocuments"]
+    documents[0]["questions"] = []
+    documents[1]["answer"] = "  "
+    documents[2]["metadata"] = [{"value": "chitchat"}]
+    documents.append({"id": 4, "answer": "Yes.", "questions": "Is it free?"})
+    text = json.dumps(download, indent=2)
+    path = write_kb_file("kb.json", text)
+    with pytest.raises(ImportRejected) as info:
+        run_import(db_url, [path], replace=True)
+    line = {n: item_line(text, n) for n in (1, 2, 3, 4)}
+    assert info.value.report.problems == [
+        f"{path}:{line[1]}: qnaDocuments[0] (id 1): has no questions",
+        f"{path}:{line[2]}: qnaDocuments[1] (id 2): has no answer",
+        f"{path}:{line[3]}: qnaDocuments[2] (id 3): metadata item {{'value': 'chitchat'}} is "
+        "not a name/value pair",
+        f"{path}:{line[4]}: qnaDocuments[3] (id 4): questions must be a list of texts",
+    ]
+    assert snapshot(db_url) == before
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"qnaDocuments": {"id": 1}}', "1: 'qnaDocuments' must be a list"),
+        ('{"qnaDocuments": []}', "1: the list is empty"),
+        ('{"qnaDocuments": [\n  7\n]}', "2: qnaDocuments[0]: expected an object, found int"),
+        ('{"qnaDocuments": [{"answer": "A.", "questions": ["Q?"]}',
+         "1: expected ',' or ']' after an object"),
+        ('{"qnaDocuments": [{"answer": "A." "questions": ["Q?"]}]}',
+         "1: invalid JSON: Expecting ',' delimiter (column 35)"),
+        ('{"assets": [1]}', "1: 'assets' must be an object"),
+        ('{"metadata": {},\n "assets": {"synonyms": []}}', "2: 'assets' has no 'qnas' list"),
+        ('{"Assets": {"Qnas": "none"}}', "1: 'Qnas' must be a list"),
+        ('{"assets": {"qnas": [{"id": 9, "answer": 5, "questions": ["Q?"]}]}}',
+         "1: qnas[0] (id 9): answer must be text, not int"),
+    ],
+)  # fmt: skip
+def test_malformed_qna_json_exports(db_url, write_kb_file, content, expected):
+    path = write_kb_file("bad.json", content)
+    with pytest.raises(ImportRejected) as info:
+        run_import(db_url, [path])
+    assert info.value.report.problems == [f"{path}:{expected}"]
+
+
+# ----------------------------------------------------------------------------- question answering
+
+
+def question_answering_export() -> dict:
+    """An Azure AI Language custom question answering project export (camelCase keys)."""
+    return {
+        "metadata": {"projectName": "bank-faq", "language": "en", "multilingualResource": False},
+        "assets": {
+            "synonyms": [{"alterations": ["pin", "pin code"]}],
+            "qnas": [
+                {
+                    "id": 1,
+                    "answer": "Cards arrive within 5 working days.",
+                    "source": "bank-faq.docx",
+                    "sourceDisplayName": "Bank FAQ",
+                    "questions": ["Where is my new card?", "My card has not come yet"],
+                    "metadata": {"category": "card_arrival", "product": "gold"},
+                    "dialog": {
+                        "isContextOnly": False,
+                        "prompts": [{"displayOrder": 0, "qnaId": 2, "displayText": "PIN"}],
+                    },
+                    "activeLearningSuggestions": [
+                        {
+                            "clusterHead": "card late",
+                            "suggestedQuestions": [
+                                {
+                                    "question": "card late",
+                                    "autoSuggestedCount": 2,
+                                    "userSuggestedCount": 0,
+                                }
+                            ],
+                        }
+                    ],
+                    "lastUpdatedDateTime": "2023-05-02T10:00:00Z",
+                },
+                {
+                    "id": 2,
+                    "answer": "Open the app, choose Security, then Change PIN.",
+                    "source": "Editorial",
+                    "questions": ["How do I reset my PIN?"],
+                    "metadata": {"slug": "pin-reset", "tags": "security, pin"},
+                    "dialog": {"isContextOnly": True, "prompts": []},
+                    "activeLearningSuggestions": [],
+                    "lastUpdatedDateTime": "2023-05-02T10:00:00Z",
+                },
+            ],
+        },
+    }
+
+
+def pascal_case(value: object) -> object:
+    """The same export with every key PascalCase, as some of the service's exports spell them."""
+    if isinstance(value, dict):
+        return {k[:1].upper() + k[1:]: pascal_case(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [pascal_case(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("spell", [lambda export: export, pascal_case], ids=["camel", "pascal"])
+def test_question_answering_export_in_either_key_case(db_url, write_kb_file, spell):
+    path = write_kb_file("project.json", json.dumps(spell(question_answering_export()), indent=2))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems, report.notes, report.warnings) == (2, [], [], [])
+    stored = articles(db_url)
+    assert sorted(stored) == ["pin-reset", "where-is-my-new-card"]
+    card = stored["where-is-my-new-card"]
+    assert card.title == "Where is my new card?"
+    assert card.body == "Cards arrive within 5 working days."
+    assert card.questions == ["My card has not come yet"]  # not the suggestion "card late"
+    assert (card.category, card.tags) == ("card_arrival", ["product:gold"])
+    assert card.source == "bank-faq.docx"
+    pin = stored["pin-reset"]
+    assert (pin.title, pin.category, pin.tags) == (
+        "How do I reset my PIN?",
+        None,
+        ["security", "pin"],
+    )
+    assert pin.source == "Editorial"
+
+
+def test_question_answering_items_are_named_by_position_and_id(db_url, write_kb_file):
+    export = pascal_case(question_answering_export())
+    export["Assets"]["Qnas"][1]["Questions"] = None
+    text = json.dumps(export, indent=2)
+    path = write_kb_file("project.json", text)
+    with pytest.raises(ImportRejected) as info:
+        run_import(db_url, [path])
+    line = text[: text.index('"Id": 2,')].count("\n")
+    assert info.value.report.problems == [f"{path}:{line}: Qnas[1] (id 2): has no questions"]
+    assert articles(db_url) == {}
+
+
+# ----------------------------------------------------------------------------- XLSX
+
+# The columns of a Language Studio export to Excel.
+QNA_COLUMNS = ["Question", "Answer", "Source", "Metadata", "SuggestedQuestions", "IsContextOnly",
+               "Prompts", "QnaId", "SourceDisplayName"]  # fmt: skip
+
+
+def write_xlsx(path: Path, rows: list[list], *, title: str = "Sheet1") -> Path:
+    """A workbook whose first sheet holds ``rows`` from row 1 (None leaves a cell empty)."""
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = title
+    for number, row in enumerate(rows, 1):
+        for column, value in enumerate(row, 1):
+            if value is not None:
+                sheet.cell(row=number, column=column, value=value)
+    workbook.save(path)
+    return path
+
+
+def add_empty_rows(path: Path, count: int) -> None:
+    """Rows after the last one whose cells exist but hold nothing (formatted, or spaces)."""
+    workbook = openpyxl.load_workbook(path)
+    sheet = workbook.worksheets[0]
+    last = sheet.max_row
+    for number in range(last + 1, last + count + 1):
+        sheet.cell(row=number, column=1).font = Font(bold=True)
+        sheet.cell(row=number, column=2, value="  ")
+    workbook.save(path)
+
+
+def test_qna_xlsx_export_groups_rows_like_the_tsv(db_url, tmp_path):
+    card = "Cards arrive within 5 working days."
+    path = write_xlsx(
+        tmp_path / "qna_export.xlsx",
+        [
+            QNA_COLUMNS,
+            ["Where is my new card?", card, "Editorial", "category:card_arrival|product:gold",
+             "[]", False, "[]", 1, "Bank FAQ"],
+            ["My card has not come yet", card, "Editorial", "category:card_arrival|product:gold",
+             '["card late"]', False, "[]", 1, "Bank FAQ"],
+            ["How do I reset my PIN?", "Open the app.\nThen choose *Change PIN*.", "Editorial",
+             "intent:change_pin|slug:pin-reset", "[]", True,
+             '[{"displayOrder":0,"qnaId":1,"displayText":"Card"}]', 2, None],
+            ["Hi", "Hello!", "qna_chitchat_friendly.tsv", "editorial:chitchat"],
+            ["Hello", "Hello!", "qna_chitchat_friendly.tsv", "editorial:chitchat"],
+        ],
+    )  # fmt: skip
+    add_empty_rows(path, 3)
+    report = run_import(db_url, [path])
+    # The multi-turn columns and SourceDisplayName are ignored without a note.
+    assert (report.created, report.problems, report.notes, report.warnings) == (3, [], [], [])
+    stored = articles(db_url)
+    assert sorted(stored) == ["hi", "pin-reset", "where-is-my-new-card"]
+    new_card = stored["where-is-my-new-card"]
+    assert (new_card.title, new_card.body) == ("Where is my new card?", card)
+    assert new_card.questions == ["My card has not come yet"]
+    assert (new_card.category, new_card.tags) == ("card_arrival", ["product:gold"])
+    assert new_card.source == "Editorial"
+    pin = stored["pin-reset"]
+    assert (pin.title, pin.category) == ("How do I reset my PIN?", "change_pin")
+    assert pin.body == "Open the app.\nThen choose *Change PIN*."
+    assert stored["hi"].questions == ["Hello"]
+    assert stored["hi"].tags == ["editorial:chitchat"]
+    again = run_import(db_url, [path])
+    assert (again.created, again.updated, again.unchanged) == (0, 0, 3)
+
+
+def test_xlsx_with_title_and_body_is_read_like_a_csv(db_url, tmp_path):
+    path = write_xlsx(
+        tmp_path / "faq.xlsx",
+        [
+            ["title", "body", "category", "tags", "questions", "published", "Owner"],
+            ["ATM limits", "500 EUR a day.", "atm", "cash|limits", "Cash limit?|Daily limit?",
+             True, "ops"],
+            ["Cash withdrawal limit", "500 EUR a day.", "atm", None, None, False],
+            ["Card fees", 0, None, None, None, None],
+        ],
+    )  # fmt: skip
+    report = run_import(db_url, [path])
+    assert report.created == 3  # the same body under two titles stays two articles
+    assert report.notes == [f"{path}:1: ignoring unknown column(s) Owner"]
+    stored = articles(db_url)
+    atm = stored["atm-limits"]
+    assert (atm.body, atm.category, atm.tags) == ("500 EUR a day.", "atm", ["cash", "limits"])
+    assert atm.questions == ["Cash limit?", "Daily limit?"]
+    assert atm.published is True
+    assert stored["cash-withdrawal-limit"].published is False
+    assert stored["card-fees"].body == "0"
+    assert atm.source == str(path)
+
+
+def test_xlsx_errors_name_the_sheet_row_and_nothing_is_written(db_url, tmp_path, write_kb_file):
+    run_import(db_url, [write_kb_file("base.csv", "title,body\nExisting,Stays as it is.\n")])
+    before = snapshot(db_url)
+    path = write_xlsx(
+        tmp_path / "bad.xlsx",
+        [
+            [],  # row 1 empty: the header is the first row with a value
+            ["Question", "Answer", "Metadata"],
+            ["Is there a fee?", "No."],
+            [],
+            ["Where is my card?", None, "category:cards"],
+            ["Can I pay by card?", "Yes.", "justaword"],
+            ["Do you open on Sundays?", "No.", None, "stray note"],
+        ],
+    )
+    with pytest.raises(ImportRejected) as info:
+        run_import(db_url, [path], replace=True)
+    assert info.value.report.problems == [
+        f"{path}:6: metadata item 'justaword' is not key:value",
+        f"{path}:7: a value in column D, which has no header",
+        f"{path}:5: body is empty",
+    ]
+    assert snapshot(db_url) == before
+
+
+def test_xlsx_reads_the_first_sheet_and_every_row(db_url, tmp_path):
+    """Not the sheet that was active on saving; and all rows even where the stored dimension
+    says only A1 (openpyxl's read-only mode would otherwise stop there)."""
+    path = tmp_path / "two_sheets.xlsx"
+    workbook = openpyxl.Workbook()
+    first = workbook.active
+    first.append(["Question", "Answer"])
+    first.append(["Is there a fee?", "No."])
+    first.append(["Can I pay by card?", "Yes."])
+    notes = workbook.create_sheet("Notes")
+    notes.append(["title", "body"])
+    notes.append(["Not this", "Not this sheet."])
+    workbook.active = 1
+    workbook.save(path)
+    with zipfile.ZipFile(path) as source:
+        parts = {info.filename: source.read(info) for info in source.infolist()}
+    sheet_xml = parts["xl/worksheets/sheet1.xml"].decode()
+    sheet_xml = re.sub(r'<dimension ref="[^"]*"', '<dimension ref="A1"', sheet_xml)
+    parts["xl/worksheets/sheet1.xml"] = sheet_xml.encode()
+    with zipfile.ZipFile(path, "w") as target:
+        for name, data in parts.items():
+            target.writestr(name, data)
+    report = run_import(db_url, [path])
+    assert report.created == 2
+    assert sorted(articles(db_url)) == ["can-i-pay-by-card", "is-there-a-fee"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        ([], "1: the first sheet ('Sheet1') is empty"),
+        ([["Question", "Answer"]], "1: no records after the header row"),
+        ([["Question", "Source"], ["Q?", "x"]],
+         "1: missing required column(s) answer; found Question, Source"),
+        ([[], [], ["title", "Category"], ["A", "b"]],
+         "3: missing required column(s) body; found title, Category"),
+        ([["Question", "question", "Answer"], ["A?", "B?", "c"]],
+         "1: column(s) Question/question appear more than once; keep one"),
+    ],
+)  # fmt: skip
+def test_malformed_sheets(db_url, tmp_path, rows, expected):
+    path = write_xlsx(tmp_path / "sheet.xlsx", rows)
+    with pytest.raises(ImportRejected) as info:
+        run_import(db_url, [path])
+    assert info.value.report.problems == [f"{path}:{expected}"]
+
+
+def zip_without_workbook() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("hello.txt", "hi")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"Question\tAnswer\nQ?\tA.\n", "not a valid Excel workbook (.xlsx): File is not a zip file"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504),  # an old .xls renamed
+         "not a valid Excel workbook (.xlsx): File is not a zip file"),
+        (zip_without_workbook(), "not a valid Excel workbook (.xlsx): There is no item named "
+         "'[Content_Types].xml' in the archive"),
+        (b"", "file is empty"),
+    ],
+    ids=["text", "xls", "zip", "empty"],
+)  # fmt: skip
+def test_files_that_are_not_workbooks_are_a_clear_error(db_url, write_kb_file, content, expected):
+    path = write_kb_file("export.xlsx", content)
+    with pytest.raises(ImportRejected) as info:
+        run_import(db_url, [path])
+    assert info.value.report.problems == [f"{path}:1: {expected}"]
+
+
+def test_tsv_source_display_name_is_ignored_without_a_note(db_url, write_kb_file):
+    path = write_kb_file(
+        "export.tsv",
+        "\t".join(QNA_COLUMNS) + "\n"
+        "Is there a fee?\tNo.\tEditorial\t\t[]\tfalse\t[]\t1\tBank FAQ\n"
+        "Any charges?\tNo.\tEditorial\t\t[]\tfalse\t[]\t1\tBank FAQ\n",
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.notes) == (1, [])
+    assert articles(db_url)["is-there-a-fee"].questions == ["Any charges?"]
+
+
+def test_cli_imports_a_qna_maker_download_and_rejects_a_broken_workbook(
+    runner, db_url, write_kb_file
+):
+    kb = write_kb_file("kb.json", json.dumps(qna_maker_download(), indent=2))
+    result = runner.invoke(main, ["kb", "import", str(kb)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert result.stdout.strip() == "3 created, 0 updated, 0 unchanged, 0 unpublished, 0 rejected"
+    before = snapshot(db_url)
+    broken = write_kb_file("broken.xlsx", b"PK\x03\x04 not really a zip")
+    result = runner.invoke(main, ["kb", "import", str(broken)])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines()[0].startswith(
+        f"{broken}:1: not a valid Excel workbook (.xlsx): "
+    )
+    assert snapshot(db_url) == before

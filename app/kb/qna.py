@@ -30,7 +30,8 @@ def question_key(text: str) -> str:
 
 
 def parse_metadata(value: object) -> tuple[dict[str, object], list[str]]:
-    """``category:cards|product:gold`` (or a JSON object) -> fields and errors.
+    """``category:cards|product:gold`` (or a JSON object, or QnA Maker's list of
+    ``{"name": ..., "value": ...}``) -> fields and errors.
 
     ``category`` (or ``intent``) and ``slug`` become those fields, ``tag``/``tags`` add
     comma-separated tags, and every other pair is kept as a ``key:value`` tag.
@@ -39,6 +40,14 @@ def parse_metadata(value: object) -> tuple[dict[str, object], list[str]]:
         return {}, []
     if isinstance(value, dict):
         pairs = [(str(k), "" if v is None else str(v)) for k, v in value.items()]
+    elif isinstance(value, list):
+        pairs = []
+        for item in value:
+            entry = {str(k).lower(): v for k, v in item.items()} if isinstance(item, dict) else {}
+            name, text = entry.get("name"), entry.get("value")
+            if not isinstance(name, str) or not name.strip():
+                return {}, [f"metadata item {item!r} is not a name/value pair"]
+            pairs.append((name, "" if text is None else str(text)))
     elif isinstance(value, str):
         pairs = []
         for item in filter(None, (part.strip() for part in value.split("|"))):
@@ -47,8 +56,8 @@ def parse_metadata(value: object) -> tuple[dict[str, object], list[str]]:
                 return {}, [f"metadata item {item!r} is not key:value"]
             pairs.append((key, text))
     else:
-        return {}, [f"metadata must be 'key:value|key:value' text or an object, not "
-                    f"{type(value).__name__}"]  # fmt: skip
+        return {}, [f"metadata must be 'key:value|key:value' text, an object or a list of "
+                    f"name/value pairs, not {type(value).__name__}"]  # fmt: skip
     fields: dict[str, object] = {}
     tags: list[str] = []
     for key, text in pairs:
@@ -78,12 +87,18 @@ def _as_items(value: object) -> list | None:
     return None
 
 
-def apply_metadata(fields: dict[str, object], row_file: str, line: int, problems: Problems):
+def apply_metadata(
+    fields: dict[str, object],
+    row_file: str,
+    line: int,
+    problems: Problems,
+    label: str | None = None,
+):
     """Move a ``metadata`` field into ``fields``: its category and slug where the row has none,
-    its tags after the row's own."""
+    its tags after the row's own. Errors are said after ``label`` when given."""
     meta, errors = parse_metadata(fields.pop("metadata", None))
     for error in errors:
-        problems.add(row_file, line, error)
+        problems.add(row_file, line, f"{label}: {error}" if label else error)
     for key in ("category", "slug"):
         if key in meta and fields.get(key) in (None, ""):
             fields[key] = meta[key]

@@ -2,10 +2,13 @@
 
 - CSV: header with ``title`` and ``body``; optional ``slug``, ``category``, ``tags`` and
   ``questions`` (``|``-separated), ``source``, ``published``.
-- JSON (a list of objects) and JSONL (one object per line) with the same keys; or a Zendesk Help
-  Center export (an object with an ``articles`` list).
+- JSON (a list of objects) and JSONL (one object per line) with the same keys; or an export
+  object: Zendesk Help Center (``articles``), QnA Maker's "Download knowledgebase"
+  (``qnaDocuments``) or an Azure AI Language question answering project (``assets.qnas``).
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
   and ``QnaId``.
+- XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
+  it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
 - Markdown: YAML front matter then the body; HTML pages (app.kb.html_pages). A folder is searched
   recursively for both.
 
@@ -18,22 +21,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import yaml
 
 from app.kb.html_pages import HTML_SUFFIXES, html_fragment, read_html_page
-from app.kb.qna import apply_metadata, group_questions
+from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.records import SourceRow
 from app.kb.textfiles import (
     ByteCounter,
+    CsvRow,
     Problems,
     csv_rows,
     decoded_lines,
     read_document,
+    table_rows,
     yaml_error,
 )
+from app.kb.workbooks import sheet_records
 
 __all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
 
@@ -43,19 +49,20 @@ TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS
 ALIASES = {"question": "title", "answer": "body"}
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
-# QnA Maker's multi-turn columns: no use here, so ignored without a note.
-QNA_MULTI_TURN = ("suggestedquestions", "iscontextonly", "prompts")
+# QnA Maker's multi-turn columns and Language Studio's SourceDisplayName: no use here, so
+# ignored without a note.
+QNA_IGNORED = ("suggestedquestions", "iscontextonly", "prompts", "sourcedisplayname")
 _OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid")
 
 
 Reader = Callable[[Path, str, Problems, ByteCounter], Iterator[SourceRow]]
 
 
-# ----------------------------------------------------------------------------- CSV, QnA TSV
+# ----------------------------------------------------------------------------- CSV, QnA TSV, XLSX
 
 
-def _tabular(path: Path, display: str, problems: Problems, on_bytes: ByteCounter, **options):
-    for row in csv_rows(path, display, problems, aliases=ALIASES, on_bytes=on_bytes, **options):
+def _tabular(rows: Iterator[CsvRow], display: str, problems: Problems):
+    for row in rows:
         fields: dict[str, object] = {k: v for k, v in row.values.items() if k in TABULAR_KEYS}
         for key in _OPTIONAL:
             if key in fields and not str(fields[key]).strip():
@@ -68,13 +75,30 @@ def _tabular(path: Path, display: str, problems: Problems, on_bytes: ByteCounter
 
 def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     options = {"required": ("title", "body"), "known": TABULAR_KEYS}
-    return _tabular(path, display, problems, on_bytes, **options)
+    rows = csv_rows(path, display, problems, aliases=ALIASES, on_bytes=on_bytes, **options)
+    return _tabular(rows, display, problems)
 
 
 def read_qna_tsv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    known = TABULAR_KEYS + QNA_MULTI_TURN
+    known = TABULAR_KEYS + QNA_IGNORED
     options = {"delimiter": "\t", "required": ("question", "answer"), "known": known}
-    return _tabular(path, display, problems, on_bytes, **options)
+    rows = csv_rows(path, display, problems, aliases=ALIASES, on_bytes=on_bytes, **options)
+    return _tabular(rows, display, problems)
+
+
+def _sheet_required(header: list[str]) -> tuple[str, ...]:
+    """A sheet naming ``Question`` or ``Answer`` is a QnA export and needs both; else it is
+    read like a CSV."""
+    names = {cell.strip().lower() for cell in header}
+    return ("question", "answer") if names & {"question", "answer"} else ("title", "body")
+
+
+def read_xlsx(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """The first sheet; line numbers are its row numbers."""
+    records = sheet_records(path, on_bytes)
+    options = {"required": _sheet_required, "known": TABULAR_KEYS + QNA_IGNORED}
+    rows = table_rows(records, display, problems, aliases=ALIASES, **options)
+    return _tabular(rows, display, problems)
 
 
 # ----------------------------------------------------------------------------- JSON, JSONL
@@ -121,14 +145,14 @@ _WS = re.compile(r"\s*")
 
 
 def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    """A JSON list of objects, decoded one element at a time so each knows its line; or a
-    Zendesk Help Center export, an object with an ``articles`` list."""
+    """A JSON list of objects, decoded one element at a time so each knows its line; or an
+    export object (``_json_export``)."""
     text = read_document(path, display, problems, on_bytes)
     if text is None:
         return
     pos = _WS.match(text, 0).end()
     if text[pos] == "{":
-        yield from _zendesk_export(text, pos, display, problems)
+        yield from _json_export(text, pos, display, problems)
         return
     if text[pos] != "[":
         problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
@@ -140,8 +164,8 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
 
 
 _JSON_SHAPES = (
-    "a JSON list of article objects ('[' ...) or a Zendesk export (an object with an "
-    "'articles' list)"
+    "a JSON list of article objects ('[' ...) or an export: an object with 'articles' "
+    "(Zendesk), 'qnaDocuments' (QnA Maker) or 'assets' (question answering)"
 )
 
 
@@ -176,61 +200,102 @@ def _list_items(text: str, pos: int, display: str, problems: Problems):
         index += 1
 
 
-def _zendesk_export(text: str, pos: int, display: str, problems: Problems):
-    """The ``articles`` of a Help Center export (``GET /api/v2/help_center/articles``);
-    its other members (``count``, ``next_page``...) are skipped."""
-    decoder = json.JSONDecoder()
-    found = False
-    pos += 1
+# A member of an export object read by a handler: (text, position of the value, the key as
+# spelled, display, problems) -> rows; returns the position after the value, or None after
+# reporting a problem.
+_Handler = Callable[[str, int, str, str, Problems], Generator[SourceRow, None, int | None]]
+_Convert = Callable[[object, str, str, int, Problems], SourceRow | None]
+
+
+def _json_export(text: str, pos: int, display: str, problems: Problems):
+    """The records of an export object, found by the key that holds them (any case):
+    ``articles`` (a Zendesk Help Center export, ``GET /api/v2/help_center/articles``),
+    ``qnaDocuments`` (QnA Maker's "Download knowledgebase") or ``assets`` with ``qnas`` (an
+    Azure AI Language question answering project export). Other members (``count``,
+    ``next_page``, ``metadata``, ``synonyms``...) are skipped."""
     try:
-        while True:
-            pos = _WS.match(text, pos).end()
-            if text.startswith("}", pos):
-                break
-            key, pos = decoder.raw_decode(text, pos)
-            pos = _WS.match(text, pos).end()
-            if not isinstance(key, str) or not text.startswith(":", pos):
-                problems.add(display, _line_at(text, pos), "invalid JSON: expected a key")
-                return
-            pos = _WS.match(text, pos + 1).end()
-            if key == "articles" and not found:
-                found = True
-                if not text.startswith("[", pos):
-                    problems.add(display, _line_at(text, pos), "'articles' must be a list")
-                    return
-                items = _list_items(text, pos, display, problems)
-                while True:
-                    try:
-                        line, index, obj = next(items)
-                    except StopIteration as end:
-                        pos = end.value
-                        break
-                    row = _zendesk_article(obj, index, display, line, problems)
-                    if row is not None:
-                        yield row
-                if pos is None:
-                    return
-            else:
-                _, pos = decoder.raw_decode(text, pos)
-            pos = _WS.match(text, pos).end()
-            if text.startswith(",", pos):
-                pos += 1
-            elif not text.startswith("}", pos):
-                problems.add(display, _line_at(text, pos), "expected ',' or '}' in the object")
-                return
+        walked = yield from _members(text, pos, display, problems, _EXPORTS)
     except json.JSONDecodeError as exc:
         problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
         return
-    if not found:
+    if walked is not None and walked[1] is None:
         problems.add(display, 1, f"expected {_JSON_SHAPES}")
 
 
+def _members(text: str, pos: int, display: str, problems: Problems, handlers: dict[str, _Handler]):
+    """Walk the JSON object at ``pos``: the first member whose key, case aside, has a handler
+    is read by it; every other member is skipped. Returns (the position after the object, the
+    key handled or None), or None after reporting a problem."""
+    decoder = json.JSONDecoder()
+    handled: str | None = None
+    pos += 1
+    while True:
+        pos = _WS.match(text, pos).end()
+        if text.startswith("}", pos):
+            return pos + 1, handled
+        key, pos = decoder.raw_decode(text, pos)
+        pos = _WS.match(text, pos).end()
+        if not isinstance(key, str) or not text.startswith(":", pos):
+            problems.add(display, _line_at(text, pos), "invalid JSON: expected a key")
+            return None
+        pos = _WS.match(text, pos + 1).end()
+        handler = handlers.get(key.casefold()) if handled is None else None
+        if handler is not None:
+            handled = key
+            pos = yield from handler(text, pos, key, display, problems)
+            if pos is None:
+                return None
+        else:
+            _, pos = decoder.raw_decode(text, pos)
+        pos = _WS.match(text, pos).end()
+        if text.startswith(",", pos):
+            pos += 1
+        elif not text.startswith("}", pos):
+            problems.add(display, _line_at(text, pos), "expected ',' or '}' in the object")
+            return None
+
+
+def _records(convert: _Convert) -> _Handler:
+    """A handler for a list of records, each made a row by ``convert(obj, label, ...)`` with
+    the label ``key[index]``."""
+
+    def read(text: str, pos: int, key: str, display: str, problems: Problems):
+        if not text.startswith("[", pos):
+            problems.add(display, _line_at(text, pos), f"'{key}' must be a list")
+            return None
+        items = _list_items(text, pos, display, problems)
+        while True:
+            try:
+                line, index, obj = next(items)
+            except StopIteration as end:
+                return end.value
+            row = convert(obj, f"{key}[{index}]", display, line, problems)
+            if row is not None:
+                yield row
+
+    return read
+
+
+def _assets(text: str, pos: int, key: str, display: str, problems: Problems):
+    """A question answering export's ``assets`` object: its ``qnas`` list."""
+    line = _line_at(text, pos)
+    if not text.startswith("{", pos):
+        problems.add(display, line, f"'{key}' must be an object")
+        return None
+    walked = yield from _members(text, pos, display, problems, {"qnas": _records(_qna_item)})
+    if walked is None:
+        return None
+    if walked[1] is None:
+        problems.add(display, line, f"'{key}' has no 'qnas' list")
+        return None
+    return walked[0]
+
+
 def _zendesk_article(
-    obj: object, index: int, display: str, line: int, problems: Problems
+    obj: object, label: str, display: str, line: int, problems: Problems
 ) -> SourceRow | None:
     """title, body (HTML), html_url -> source, section_id -> category ``section-<id>``,
     label_names -> tags, draft -> unpublished; the slug comes from the title."""
-    label = f"articles[{index}]"
     if not isinstance(obj, dict):
         problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
         return None
@@ -254,6 +319,61 @@ def _zendesk_article(
     elif draft is not None:
         problems.add(display, line, f"{label}: draft must be true or false")
     return SourceRow(display, line, fields, label=label)
+
+
+def _qna_item(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """A QnA Maker ``qnaDocuments`` item or a question answering ``qnas`` item, keys in any
+    case: ``questions`` (the first is the title, the rest alternate questions), ``answer``
+    (Markdown), ``source``, ``metadata`` (``name``/``value`` pairs or an object, read like the
+    TSV's Metadata). Active-learning suggestions, prompts (``context``, ``dialog``), timestamps
+    and the id are not stored; the slug comes from the metadata or the title."""
+    if not isinstance(obj, dict):
+        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+        return None
+    item = {str(k).casefold(): v for k, v in obj.items()}
+    if item.get("id") is not None:
+        label = f"{label} (id {item['id']})"
+    reasons: list[str] = []
+    questions, answer = item.get("questions"), item.get("answer")
+    if isinstance(questions, list) and all(isinstance(q, str) for q in questions):
+        # Each once, case and spacing aside, as when TSV rows are grouped.
+        unique: dict[str, str] = {}
+        for question in questions:
+            unique.setdefault(question_key(question), question)
+        unique.pop("", None)
+        questions = list(unique.values())
+        if not questions:
+            reasons.append("has no questions")
+    elif questions is None:
+        reasons.append("has no questions")
+    else:
+        reasons.append("questions must be a list of texts")
+    if answer is None or isinstance(answer, str) and not answer.strip():
+        reasons.append("has no answer")
+    elif not isinstance(answer, str):
+        reasons.append(f"answer must be text, not {type(answer).__name__}")
+    if reasons:
+        for reason in reasons:
+            problems.add(display, line, f"{label}: {reason}")
+        return None
+    fields: dict[str, object] = {
+        "title": questions[0],
+        "body": answer,
+        "questions": questions[1:],
+        "source": item.get("source") or display,
+        "metadata": item.get("metadata"),
+    }
+    apply_metadata(fields, display, line, problems, label=label)
+    return SourceRow(display, line, fields, label=label)
+
+
+_EXPORTS: dict[str, _Handler] = {
+    "articles": _records(_zendesk_article),
+    "qnadocuments": _records(_qna_item),
+    "assets": _assets,
+}
 
 
 def _line_at(text: str, pos: int) -> int:
@@ -303,6 +423,7 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
 READERS: dict[str, Reader] = {
     ".csv": read_csv,
     ".tsv": read_qna_tsv,
+    ".xlsx": read_xlsx,
     ".json": read_json,
     ".jsonl": read_jsonl,
     ".ndjson": read_jsonl,

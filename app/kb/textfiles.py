@@ -1,14 +1,16 @@
 """Reading user files line by line: UTF-8 (with or without BOM), CRLF, quoted newlines.
 
 Every problem is recorded as ``file:line: reason`` where ``line`` is the physical line a record
-starts on, so a content owner can jump straight to it in an editor.
+starts on, so a content owner can jump straight to it in an editor. ``table_rows`` reads any
+table whose first record is its header: a delimited file's records, or a spreadsheet's rows
+(app.kb.workbooks), whose ``line`` is the sheet's row number.
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,30 +141,89 @@ def csv_rows(
     known: tuple[str, ...] | None = None,
     on_bytes: ByteCounter = _ignore_bytes,
 ) -> Iterator[CsvRow]:
-    """Rows of a delimited file with a header, as dicts keyed by lower-case column name.
+    """Rows of a delimited file with a header, as ``table_rows`` reads them (see there).
 
-    ``aliases`` maps accepted alternative names to canonical ones (``answer`` -> ``body``) and
-    each row says which of them the header used; ``required`` names may be aliases (a missing
-    column is named as given). Columns outside ``known`` (canonical names, when given) are
-    ignored with a note, so a typo is not silent.
-    Blank lines are skipped; a record with more fields than the header is an error (usually an
-    unquoted delimiter inside a value).
+    A record with more fields than the header is an error (usually an unquoted delimiter inside
+    a value); so is malformed quoting, which ends the file there.
     """
     _raise_field_limit()
-    aliases = aliases or {}
     lines = decoded_lines(path, display, problems, on_bytes)
+    records = _csv_records(lines, delimiter)
+    yield from table_rows(
+        records,
+        display,
+        problems,
+        delimiter=delimiter,
+        aliases=aliases,
+        required=required,
+        known=known,
+    )
+
+
+def _csv_records(lines: Iterator[str], delimiter: str) -> Iterator[tuple[int, list[str]]]:
     reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            header = start == 1
+            reason = f"cannot read the header row: {exc}" if header else _csv_error(exc)
+            raise UnreadableRecord(start, reason) from None
+        yield start, row
+        start = reader.line_num + 1
+
+
+class UnreadableRecord(Exception):
+    """Raised by a source of ``table_rows`` records: nothing from ``line`` on can be read."""
+
+    def __init__(self, line: int, reason: str):
+        super().__init__(reason)
+        self.line = line
+        self.reason = reason
+
+
+Required = tuple[str, ...] | Callable[[list[str]], tuple[str, ...]]
+
+
+def table_rows(
+    records: Iterable[tuple[int, list[str]]],
+    display: str,
+    problems: Problems,
+    *,
+    delimiter: str | None = None,
+    aliases: dict[str, str] | None = None,
+    required: Required = (),
+    known: tuple[str, ...] | None = None,
+) -> Iterator[CsvRow]:
+    """The rows of a table, as dicts keyed by lower-case column name.
+
+    ``records`` are (line, cells), the header first: a delimited file's records (``delimiter``
+    names its separator in messages) or a sheet's rows (``delimiter`` None). ``aliases`` maps
+    accepted alternative names to canonical ones (``answer`` -> ``body``) and each row says which
+    of them the header used; ``required`` names may be aliases (a missing column is named as
+    given), or a function of the header cells returning them. Columns outside ``known``
+    (canonical names, when given) are ignored with a note, so a typo is not silent.
+    Blank records are skipped; one with a value beyond the header's last column is an error.
+    """
+    aliases = aliases or {}
+    records = iter(records)
     reported = len(problems.messages)
     try:
-        header_row = next(reader)
-    except StopIteration:
+        first = next(records, None)
+    except UnreadableRecord as exc:
+        problems.add(display, exc.line, exc.reason)
+        return
+    if first is None:
         if len(problems.messages) == reported:  # not already explained (a UTF-16 file)
             problems.add(display, 1, "file is empty")
         return
-    except csv.Error as exc:
-        problems.add(display, 1, f"cannot read the header row: {exc}")
-        return
-    header = _header(header_row, display, problems, delimiter, aliases, required)
+    header_line, header_row = first
+    if callable(required):
+        required = required(header_row)
+    header = _header(header_row, display, header_line, problems, delimiter, aliases, required)
     if header is None:
         return
     aliased = frozenset(c.strip().lower() for c in header_row if c.strip().lower() in aliases)
@@ -170,33 +231,44 @@ def csv_rows(
         ignored = [cell.strip() for cell, name in zip(header_row, header, strict=True)
                    if name and name not in known]  # fmt: skip
         if ignored:
-            problems.note(display, 1, f"ignoring unknown column(s) {', '.join(ignored)}")
-    start = reader.line_num + 1
+            problems.note(display, header_line, f"ignoring unknown column(s) {', '.join(ignored)}")
     count = 0
     while True:
         try:
-            row = next(reader)
+            line, row = next(records)
         except StopIteration:
             break
-        except csv.Error as exc:
-            problems.add(display, start, _csv_error(exc))
+        except UnreadableRecord as exc:
+            problems.add(display, exc.line, exc.reason)
             return
-        line, start = start, reader.line_num + 1
         if not any(cell.strip() for cell in row):
             continue
         count += 1
         if len(row) > len(header):
-            problems.add(
-                display,
-                line,
-                f"{len(row)} fields but the header has {len(header)} "
-                f"(an unquoted '{_name(delimiter)}' or quote inside a value?)",
-            )
+            problems.add(display, line, _too_many_fields(row, header, delimiter))
             continue
         values = {name: cell for name, cell in zip(header, row, strict=False) if name}
         yield CsvRow(line, values, aliased)
     if count == 0:
-        problems.add(display, 1, "no records after the header row")
+        problems.add(display, header_line, "no records after the header row")
+
+
+def _too_many_fields(row: list[str], header: list[str], delimiter: str | None) -> str:
+    if delimiter is None:
+        return f"a value in column {column_letter(len(row))}, which has no header"
+    return (
+        f"{len(row)} fields but the header has {len(header)} "
+        f"(an unquoted '{_name(delimiter)}' or quote inside a value?)"
+    )
+
+
+def column_letter(number: int) -> str:
+    """A spreadsheet's name for the 1-based column ``number``: 1 -> A, 27 -> AA."""
+    letters = ""
+    while number > 0:
+        number, rest = divmod(number - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
 
 
 def _name(delimiter: str) -> str:
@@ -213,8 +285,9 @@ def _csv_error(exc: csv.Error) -> str:
 def _header(
     row: list[str],
     display: str,
+    line: int,
     problems: Problems,
-    delimiter: str,
+    delimiter: str | None,
     aliases: dict[str, str],
     required: tuple[str, ...],
 ) -> list[str] | None:
@@ -225,17 +298,23 @@ def _header(
             "/".join(dict.fromkeys(c.strip() for c, n in zip(row, names, strict=True) if n == d))
             for d in duplicates
         ]
-        problems.add(display, 1, f"column(s) {', '.join(spelled)} appear more than once; keep one")
+        problems.add(
+            display, line, f"column(s) {', '.join(spelled)} appear more than once; keep one"
+        )
         return None
     missing = [name for name in required if aliases.get(name, name) not in names]
     if missing:
         found = ", ".join(c.strip() for c in row if c.strip()) or "nothing"
         hint = ""
-        if len(row) == 1 and any(sep in row[0] for sep in ";,\t" if sep != delimiter):
+        if (
+            delimiter is not None
+            and len(row) == 1
+            and any(sep in row[0] for sep in ";,\t" if sep != delimiter)
+        ):
             hint = f" (is the file separated by something other than '{_name(delimiter)}'?)"
         problems.add(
             display,
-            1,
+            line,
             f"missing required column(s) {', '.join(missing)}; found {found}{hint}",
         )
         return None
