@@ -10,6 +10,18 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# Category names labelled data sets give to queries no intent answers (CLINC150's ``oos``, ...),
+# compared ignoring case, spaces, hyphens and underscores. Such rows are never an intent: in a
+# training file they are out-of-scope negatives, in a test file out-of-scope queries, and
+# ``tierdesk intents import`` skips them.
+OUT_OF_SCOPE_CATEGORIES = frozenset({"oos", "outofscope", "ood", "outofdomain"})
+
+
+def is_out_of_scope_category(category: str) -> bool:
+    """``oos``, ``out_of_scope``, ``Out-of-scope``, ``OOD``, ... (``OUT_OF_SCOPE_CATEGORIES``)."""
+    key = "".join(ch for ch in category.casefold() if ch not in " -_")
+    return key in OUT_OF_SCOPE_CATEGORIES
+
 
 class Reason(StrEnum):
     """Why a message was escalated to a person (``None`` when the bot answered it)."""

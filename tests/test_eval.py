@@ -30,8 +30,13 @@ def _write(path, rows):
     return path
 
 
+# Rows of an out-of-scope category inside the train and test files, as CLINC150 ships them.
+TRAIN_OOS = [("what is the capital of peru", "oos"), ("book me a table for two", "OOS")]
+TEST_OOS = [("how tall is the eiffel tower", "oos"), ("play some jazz", "out-of-scope")]
+
+
 def _data(tmp_path):
-    train, test = [], []
+    train, test = list(TRAIN_OOS), list(TEST_OOS)
     for name, (_, title, _, examples) in TINY_INTENTS.items():
         train += [(t, name) for t in [title, *examples[:7]]]
         test += [(t, name) for t in examples[7:]]
@@ -84,13 +89,23 @@ def test_eval_cli_writes_the_report(app, tmp_path):
     for name in ("fast", "bert", "hybrid"):
         assert report["strategies"][name]["coverage"] == 1  # only hybrid_review escalates
     assert report["strategies"]["bert"]["accuracy"] >= 0.6  # real models, easy queries
-    assert report["oos"]["n"] == 3
+    # the --oos file's 3 queries and the test file's 2 out-of-scope rows
+    assert report["oos"]["n"] == 3 + len(TEST_OOS)
     assert plot.read_bytes()[:4] == b"\x89PNG"
     details = json.loads(out.with_suffix(".details.json").read_text())
     # Spare review capacity is opt-in (and needs a ceiling): the tuned operating point is the
     # one reported.
     assert details["spare_review"] is None
     assert details["spare_escalations"] == 0
+    # out-of-scope rows are never an intent: the train file's are negatives of the tuning
+    assert details["n_categories"] == 3
+    assert "oos" not in details["tiers"]["complex"]
+    plain = app.test_cli_runner().invoke(
+        main, ["eval", "--train", str(train), "--test", str(test), "--json", str(out), "--quiet",
+               "--limit-categories", "3"]
+    )  # fmt: skip
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(out.read_text())["oos"]["n"] == len(TEST_OOS)  # no --oos file
     review = report["strategies"]["hybrid_review"]
     assert details["hybrid_review_tuned"] == {
         k: review[k] for k in ("coverage", "answered_accuracy")
@@ -107,6 +122,16 @@ def test_eval_rejects_test_categories_missing_from_train(app, tmp_path):
     )
     assert result.exit_code != 0
     assert "categories absent from the training set: c" in result.output
+
+
+def test_eval_rejects_a_file_of_out_of_scope_rows_only(app, tmp_path):
+    oos = _write(tmp_path / "oos.csv", TRAIN_OOS)
+    test = _write(tmp_path / "test.csv", [("hello", "a")])
+    result = app.test_cli_runner().invoke(
+        main, ["eval", "--train", str(oos), "--test", str(test), "--quiet"]
+    )
+    assert result.exit_code != 0
+    assert "oos.csv: every row is out of scope; no intent to train" in result.output
 
 
 def test_eval_reports_bad_csv_with_its_line(app, tmp_path):

@@ -227,3 +227,19 @@ def _duplicates(path: Path) -> int:
     with path.open(encoding="utf-8", newline="") as fh:
         pairs = [(" ".join(r["text"].split()), r["category"]) for r in csv.DictReader(fh)]
     return len(pairs) - len(set(pairs))
+
+
+def test_out_of_scope_rows_are_skipped_with_a_note_not_made_an_intent(runner, db_url, tmp_path):
+    path = write(
+        tmp_path,
+        "clinc.csv",
+        "text,category\nwhat's my balance,balance\nwho won the cup final,oos\n"
+        "tell me a joke,Out_Of_Scope\nnext train to leeds,oos\n",
+    )
+    result = runner.invoke(main, ["intents", "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"{path}:1: 2 row(s) of category 'oos' skipped" in result.output
+    assert "1 row(s) of category 'Out_Of_Scope' skipped" in result.output
+    intents, examples = state(db_url)
+    assert set(intents) == {"balance"}
+    assert examples == [("what's my balance", "balance", "import")]

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from app.kb.store import chunked
 from app.kb.textfiles import Problems, csv_rows, read_text, yaml_error
 from app.models import EXAMPLE_ORIGINS, TIERS, Intent, TrainingExample, utcnow
+from app.vocab import is_out_of_scope_category
 
 MAX_INTENT_NAME = Intent.__table__.c.name.type.length
 MAX_EXAMPLE = TrainingExample.__table__.c.text.type.length
@@ -221,10 +222,21 @@ def import_intent_csv(
             required=("text", "category"),
             known=("text", "category"),
         )
+        skipped: dict[str, int] = {}
         for row in rows:
             example = _example(row.values, display, row.line, problems)
-            if example is not None:
+            if example is not None and is_out_of_scope_category(example[1]):
+                skipped[example[1]] = skipped.get(example[1], 0) + 1
+            elif example is not None:
                 examples.append(example)
+        for category, count in skipped.items():
+            problems.note(
+                display,
+                1,
+                f"{count} row(s) of category {category!r} skipped: out-of-scope queries are not "
+                f"an intent (training reads its out-of-scope negatives from "
+                f"intents/out_of_scope/dev.csv)",
+            )
     report = IntentReport(dry_run=dry_run, notes=problems.notes)
     if problems:
         report.problems = problems.messages

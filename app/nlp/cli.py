@@ -136,19 +136,23 @@ def tune_command(
     accuracy or of coverage at the target. The file is read by the server at start-up and on
     every reload.
     """
-    from app.nlp.pipeline.data import read_labelled_csv
+    from app.nlp.pipeline.data import read_labelled_csv, read_oos_dev, split_out_of_scope
     from app.nlp.training import train_from_csv
 
     try:
-        validation = read_labelled_csv(val_csv)
+        # Validation rows of an out-of-scope category join the out-of-scope negatives.
+        val_texts, val_labels, val_oos = split_out_of_scope(*read_labelled_csv(val_csv))
+        if not val_texts:
+            raise TrainingError(f"{val_csv}: every row is out of scope; nothing to tune on")
         trained, _ = train_from_csv(
             train_csv,
+            oos_dev=[*read_oos_dev(current_app.config.get("INTENTS_DIR")), *val_oos],
             budget=budget,
             bert_cost=bert_cost,
             bert_budget=bert_budget,
             answered_target=answered_target,
             progress=not quiet,
-            validation=validation,
+            validation=(val_texts, val_labels),
             bert_path=current_app.config.get("BERT_PATH"),
             fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),
         )

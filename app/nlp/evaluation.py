@@ -36,7 +36,12 @@ from tqdm import tqdm
 from app.config import PROJECT_ROOT
 from app.nlp.capacity import SpareReview
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
-from app.nlp.pipeline.data import TrainingError, read_labelled_csv, read_oos_dev
+from app.nlp.pipeline.data import (
+    TrainingError,
+    read_labelled_csv,
+    read_oos_dev,
+    split_out_of_scope,
+)
 from app.nlp.pipeline.kb import bm25_docs
 from app.nlp.router import Router, RouterModels
 from app.nlp.store import save_version
@@ -108,9 +113,15 @@ def run_eval(
 ) -> dict:
     """``query_threads``: torch threads while answering test queries (training keeps the
     process's setting); None leaves it alone."""
-    train_texts, train_labels = read_labelled_csv(train_csv)
-    test_texts, test_labels = read_labelled_csv(test_csv)
-    oos_texts = read_labelled_csv(oos_csv)[0] if oos_csv else []
+    train_texts, train_labels, train_oos = split_out_of_scope(*read_labelled_csv(train_csv))
+    # Test rows of an out-of-scope category (CLINC150's "oos") are out-of-scope queries.
+    test_texts, test_labels, oos_texts = split_out_of_scope(*read_labelled_csv(test_csv))
+    if oos_csv:
+        oos_texts += read_labelled_csv(oos_csv, category_required=False)[0]
+    if not train_texts:
+        raise TrainingError(f"{train_csv}: every row is out of scope; no intent to train")
+    if not test_texts:
+        raise TrainingError(f"{test_csv}: every row is out of scope; no in-scope query to test")
     if limit_categories:
         keep = sorted(set(train_labels))
         keep = set(random.Random(seed).sample(keep, min(limit_categories, len(keep))))
@@ -124,11 +135,12 @@ def run_eval(
     with tempfile.TemporaryDirectory(prefix="tierdesk-eval-") as workspace:
         work = Path(workspace)
         _write_csv(work / "train.csv", train_texts, train_labels)
+        oos_dev = [*read_oos_dev(oos_dev_dir), *train_oos]
         started = time.perf_counter()
         trained, data = train_from_csv(
             work / "train.csv",
             questions_per_article=questions_per_article,
-            oos_dev=read_oos_dev(oos_dev_dir),
+            oos_dev=oos_dev,
             budget=budget,
             bert_path=bert_path,
             progress=progress,
@@ -171,7 +183,7 @@ def run_eval(
             "train_seconds": round(train_seconds, 2),
             "strategies": results,
         }
-        if oos_csv:
+        if oos_texts:
             escalated = [
                 router.route(q, mode="hybrid", escalation=True).escalate
                 for q in tqdm(oos_texts, desc="out-of-scope", disable=not progress)

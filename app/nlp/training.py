@@ -27,6 +27,7 @@ from app.nlp.pipeline.data import (
     articles_from_categories,
     data_from_db,
     read_labelled_csv,
+    split_out_of_scope,
 )
 from app.nlp.pipeline.fit import fit_bert, fit_fasttext
 from app.nlp.pipeline.progress import Progress
@@ -244,8 +245,11 @@ def train_from_csv(
     oos_dev: Sequence[str] = (),
     **kwargs,
 ) -> tuple[TrainedModels, TrainingData]:
-    """Train on a ``text,category`` CSV with a one-article-per-category KB (eval and tune)."""
-    texts, labels = read_labelled_csv(train_csv)
+    """Train on a ``text,category`` CSV with a one-article-per-category KB (eval and tune).
+    Rows of an out-of-scope category (``oos``...) join ``oos_dev`` as negatives."""
+    texts, labels, oos_rows = split_out_of_scope(*read_labelled_csv(train_csv))
+    if not texts:
+        raise TrainingError(f"{train_csv}: every row is out of scope; no intent to train")
     articles = articles_from_categories(texts, labels, questions_per_article)
-    data = TrainingData(texts, labels, articles, {}, list(oos_dev))
+    data = TrainingData(texts, labels, articles, {}, [*oos_dev, *oos_rows])
     return fit_models(data, **kwargs), data

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.vocab import is_out_of_scope_category
+
 GENERATED_NEGATIVES = 60
 
 
@@ -55,8 +57,27 @@ class TrainingData:
         return digest.hexdigest()
 
 
-def read_labelled_csv(path: str | Path) -> tuple[list[str], list[str]]:
-    """``text,category`` rows; errors name ``file:line``."""
+def split_out_of_scope(
+    texts: Sequence[str], labels: Sequence[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """(in-scope texts, their labels, out-of-scope texts) of labelled rows."""
+    kept_texts: list[str] = []
+    kept_labels: list[str] = []
+    oos: list[str] = []
+    for text, label in zip(texts, labels, strict=True):
+        if is_out_of_scope_category(label):
+            oos.append(text)
+        else:
+            kept_texts.append(text)
+            kept_labels.append(label)
+    return kept_texts, kept_labels, oos
+
+
+def read_labelled_csv(
+    path: str | Path, *, category_required: bool = True
+) -> tuple[list[str], list[str]]:
+    """``text,category`` rows; errors name ``file:line``. Without ``category_required`` (a file
+    of out-of-scope queries) the ``category`` column may be absent or empty."""
     path = Path(path)
     texts: list[str] = []
     labels: list[str] = []
@@ -66,12 +87,14 @@ def read_labelled_csv(path: str | Path) -> tuple[list[str], list[str]]:
         raise TrainingError(f"{path}: cannot read: {exc.strerror}") from None
     with fh:
         reader = csv.DictReader(fh)
-        if not reader.fieldnames or not {"text", "category"} <= set(reader.fieldnames):
-            raise TrainingError(f"{path}:1: expected a header with columns text,category")
+        columns = {"text", "category"} if category_required else {"text"}
+        if not reader.fieldnames or not columns <= set(reader.fieldnames):
+            header = "text,category" if category_required else "text"
+            raise TrainingError(f"{path}:1: expected a header with column(s) {header}")
         for row in reader:
             text = (row.get("text") or "").strip()
             label = (row.get("category") or "").strip()
-            if not text or not label:
+            if not text or (category_required and not label):
                 raise TrainingError(f"{path}:{reader.line_num}: empty text or category")
             texts.append(text)
             labels.append(label)
