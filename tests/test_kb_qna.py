@@ -15,7 +15,7 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from fixtures_kb import articles, run_import, snapshot
+from fixtures_kb import articles, rejected, run_import, snapshot
 from openpyxl.styles import Font
 
 from app.cli import main
@@ -738,3 +738,50 @@ def test_cli_imports_a_qna_maker_download_and_rejects_a_broken_workbook(
         f"{broken}:1: not a valid Excel workbook (.xlsx): "
     )
     assert snapshot(db_url) == before
+
+
+# ----------------------------------------------------------------------------- FAQ alternates
+
+
+def test_faq_alternate_question_columns_under_their_usual_names(db_url, tmp_path):
+    csv_path = tmp_path / "faq.csv"
+    csv_path.write_text(
+        "Question,Answer,Alternate Questions\n"
+        '"How do I export a board?","Open the board menu and choose Export.",'
+        '"export my board\ndownload a board as csv|save board to a file"\n',
+        encoding="utf-8",
+    )
+    json_path = tmp_path / "faq.json"
+    json_path.write_text(
+        json.dumps(
+            [
+                {
+                    "question": "Can I undo a deletion?",
+                    "answer": "Deleted cards stay in the bin for 30 days.",
+                    "paraphrases": ["restore a deleted card", "get back a card I removed"],
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [csv_path, json_path])
+    assert (report.created, report.rejected, report.notes) == (2, 0, [])
+    stored = articles(db_url)
+    assert stored["how-do-i-export-a-board"].questions == [
+        "export my board",
+        "download a board as csv",
+        "save board to a file",
+    ]
+    assert stored["can-i-undo-a-deletion"].questions == [
+        "restore a deleted card",
+        "get back a card I removed",
+    ]
+
+
+def test_two_alternate_question_columns_are_one_too_many(db_url, tmp_path):
+    path = tmp_path / "faq.csv"
+    path.write_text("question,answer,alternates,paraphrases\nq,a,b,c\n", encoding="utf-8")
+    problems = rejected(db_url, [path])
+    assert problems == [
+        f"{path}:1: column(s) alternates/paraphrases appear more than once; keep one"
+    ]

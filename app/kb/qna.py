@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
-from app.kb.records import LIST_SEPARATOR, SourceRow
+from app.kb.records import SourceRow, split_list
 from app.kb.textfiles import Problems
 
 # Fields that are not part of what makes two question rows "the same answer".
@@ -81,7 +81,7 @@ def _as_items(value: object) -> list | None:
     if value is None or value == "":
         return []
     if isinstance(value, str):
-        return value.split(LIST_SEPARATOR)
+        return split_list(value)
     if isinstance(value, list | tuple):
         return list(value)
     return None

@@ -46,7 +46,26 @@ __all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
 QNA_KEYS = ("metadata", "qnaid")
 TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS
-ALIASES = {"question": "title", "answer": "body"}
+ALIASES = {
+    "question": "title",
+    "answer": "body",
+    # what FAQ exports call their alternate questions
+    **dict.fromkeys(
+        (
+            "alternate questions",
+            "alternate_questions",
+            "alternatequestions",
+            "alternative questions",
+            "alternative_questions",
+            "alternates",
+            "paraphrases",
+            "similar questions",
+            "similar_questions",
+            "variants",
+        ),
+        "questions",
+    ),
+}
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
 # QnA Maker's multi-turn columns and Language Studio's SourceDisplayName: no use here, so

@@ -102,12 +102,20 @@ def _as_text(value: object, name: str, reasons: list[str]) -> str | None:
     return str(value)
 
 
+def split_list(text: str) -> list[str]:
+    """``a|b|c``; a cell with one item per line (a spreadsheet cell with line breaks) reads the
+    same way."""
+    if "\n" not in text and "\r" not in text:
+        return text.split(LIST_SEPARATOR)
+    return [item for line in text.splitlines() for item in line.split(LIST_SEPARATOR)]
+
+
 def _as_list(value: object, name: str, reasons: list[str]) -> list[str]:
-    """A list of strings from a list, or from one ``|``-separated string."""
+    """A list of strings from a list, or from one ``|``-separated (or line-separated) string."""
     if value is None:
         return []
     if isinstance(value, str):
-        return value.split(LIST_SEPARATOR)
+        return split_list(value)
     if isinstance(value, list | tuple):
         items = []
         for item in value:
