@@ -1,5 +1,6 @@
-"""HTML pages (a folder of them, mixed with Markdown) and Zendesk Help Center exports as
-sources: real files, the real importer and the CLI runner."""
+"""HTML pages (a folder of them, mixed with Markdown), FAQ pages (HTML and Markdown, one article
+per question) and Zendesk Help Center exports as sources: real files, the real importer and the
+CLI runner."""
 
 from __future__ import annotations
 
@@ -218,3 +219,400 @@ def test_cli_imports_a_zendesk_export_and_a_site_together(runner, db_url, zendes
     assert result.stdout.strip() == "6 created, 0 updated, 0 unchanged, 0 unpublished, 0 rejected"
     again = runner.invoke(main, ["kb", "import", str(zendesk), str(site)])
     assert again.stdout.strip() == "0 created, 0 updated, 6 unchanged, 0 unpublished, 0 rejected"
+
+
+# ----------------------------------------------------------------------------- FAQ pages
+
+
+def page(content: str, head: str = "") -> str:
+    """A help-centre page: title, category and keywords in the head, ``content`` in <main>."""
+    return (
+        "<!doctype html>\n<html><head><title>Help centre FAQ</title>\n"
+        '<meta name="category" content="cards">\n<meta name="keywords" content="faq, cards">\n'
+        f"{head}</head>\n<body><header><h2>Is this the menu?</h2></header>\n<main>\n"
+        f"<h1>Frequently asked questions</h1>\n{content}\n</main></body></html>\n"
+    )
+
+
+def json_ld(data: object) -> str:
+    """A JSON-LD script as sites write it ('</' escaped so it cannot end the script)."""
+    text = json.dumps(data, indent=2).replace("</", "<\\/")
+    return f'<script type="application/ld+json">\n{text}\n</script>\n'
+
+
+def line_of(path: Path, needle: str) -> int:
+    text = path.read_text()
+    return 1 + text[: text.index(needle)].count("\n")
+
+
+def faq_note(path: Path, count: int) -> str:
+    return f"{path}:1: FAQ page: {count} questions read as {count} articles"
+
+
+QUESTIONS_LD = [
+    {
+        "@type": "Question",
+        "name": "How do I <b>freeze</b>\n my card?",
+        "url": "https://bank.example/faq#freeze",
+        "acceptedAnswer": {
+            "@type": "Answer",
+            "text": "<p>Tap <strong>Freeze</strong>.</p><script>steal()</script>",
+        },
+    },
+    {
+        "@type": "Question",
+        "name": "Can I pay abroad?",
+        "acceptedAnswer": {"@type": "Answer", "text": "Yes, in 150 countries."},
+    },
+    {
+        "@type": "Question",
+        "name": "Is there a fee?",
+        "acceptedAnswer": [{"@type": "Answer", "text": '<p onclick="x()">No, <i>never</i>.</p>'}],
+    },
+]
+FAQ_LD = {"@context": "https://schema.org", "@type": "FAQPage", "mainEntity": QUESTIONS_LD}
+# What the page shows; with JSON-LD the questions come from the JSON-LD alone.
+SHOWN = "<h2>Shown question one?</h2><p>a</p><h2>Two?</h2><p>b</p><h2>Three?</h2><p>c</p>"
+LD_SLUGS = ["can-i-pay-abroad", "how-do-i-freeze-my-card", "is-there-a-fee"]
+
+
+def test_faq_page_json_ld_gives_one_article_per_question(db_url, write_kb_file):
+    path = write_kb_file("faq.html", page(SHOWN, head=json_ld(FAQ_LD)))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems, report.warnings) == (3, [], [])
+    assert report.notes == [faq_note(path, 3)]
+    stored = articles(db_url)
+    assert sorted(stored) == LD_SLUGS
+    freeze = stored["how-do-i-freeze-my-card"]
+    assert freeze.title == "How do I freeze my card?"  # HTML stripped, whitespace collapsed
+    assert freeze.body == "<p>Tap <strong>Freeze</strong>.</p>"
+    assert freeze.source == f"{path}#freeze"  # the fragment of the question's url
+    assert (freeze.category, freeze.tags) == ("cards", ["faq", "cards"])
+    for stored_text in (freeze.body, freeze.body_html):
+        assert "script" not in stored_text and "steal" not in stored_text
+    abroad = stored["can-i-pay-abroad"]
+    assert (abroad.body, abroad.source, abroad.category) == (
+        "<p>Yes, in 150 countries.</p>",
+        str(path),
+        "cards",
+    )
+    assert stored["is-there-a-fee"].body == "<p>No, <i>never</i>.</p>"  # no onclick
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # A @graph, and the FAQPage typed with a list (a WebPage that is also an FAQPage).
+        {
+            "@context": "https://schema.org",
+            "@graph": [
+                {"@type": "Organization", "name": "Acme Bank"},
+                {"@type": ["WebPage", "FAQPage"], "mainEntity": QUESTIONS_LD},
+            ],
+        },
+        # A list of objects, the type spelled as a schema.org URL.
+        [
+            {"@type": "BreadcrumbList"},
+            {"@type": "https://schema.org/FAQPage", "mainEntity": QUESTIONS_LD},
+        ],
+    ],
+    ids=["graph-and-type-list", "list"],
+)
+def test_faq_page_json_ld_in_a_graph_or_a_list(db_url, write_kb_file, data):
+    path = write_kb_file("faq.html", page(SHOWN, head=json_ld(data)))
+    report = run_import(db_url, [path])
+    assert report.notes == [faq_note(path, 3)]
+    stored = articles(db_url)
+    assert sorted(stored) == LD_SLUGS
+    assert stored["can-i-pay-abroad"].body == "<p>Yes, in 150 countries.</p>"
+
+
+HEADINGS_PAGE = """<p>Welcome! This introduction is not an article.</p>
+<h2 id="cost">What does the card cost?</h2>
+<p>Nothing.</p>
+<h3>Premium</h3>
+<p>5 EUR a month.</p>
+<h2>Where can I use it?</h2>
+<p>Everywhere <a href="https://bank.example/map">on the map</a>.</p>
+<script>track()</script>
+<h2>Contact us</h2>
+<p>Call 0800 123.</p>
+<h2>How do I close my account?</h2>
+Write to us.
+<footer><p>Cookie settings</p></footer>"""
+
+
+def test_question_headings_split_a_page(db_url, write_kb_file):
+    path = write_kb_file("faq.html", page(HEADINGS_PAGE))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems, report.warnings) == (3, [], [])
+    assert report.notes == [faq_note(path, 3)]
+    stored = articles(db_url)
+    assert sorted(stored) == [
+        "how-do-i-close-my-account",
+        "what-does-the-card-cost",
+        "where-can-i-use-it",
+    ]
+    cost = stored["what-does-the-card-cost"]
+    assert cost.title == "What does the card cost?"
+    # A deeper heading is part of the answer.
+    assert cost.body == "<p>Nothing.</p>\n<h3>Premium</h3>\n<p>5 EUR a month.</p>"
+    assert (cost.source, cost.category, cost.tags) == (f"{path}#cost", "cards", ["faq", "cards"])
+    use = stored["where-can-i-use-it"]
+    # A heading of the same level without '?' ends the answer; scripts never survive.
+    assert use.body == (
+        '<p>Everywhere <a href="https://bank.example/map" rel="noopener noreferrer nofollow">'
+        "on the map</a>.</p>"
+    )
+    assert use.source == str(path)
+    assert stored["how-do-i-close-my-account"].body == "<p>Write to us.</p>"
+    everything = " ".join(a.body + a.body_html for a in stored.values())
+    for gone in ("Welcome", "Call 0800", "Contact us", "track", "Cookie", "menu"):
+        assert gone not in everything, gone
+
+
+def test_broken_json_ld_falls_back_to_the_question_headings(db_url, write_kb_file):
+    broken = (
+        '<script type="application/ld+json">\n{"@type": "FAQPage",\n "mainEntity": [}\n</script>\n'
+    )
+    path = write_kb_file("faq.html", page(HEADINGS_PAGE, head=broken))
+    report = run_import(db_url, [path])
+    line = line_of(path, ' "mainEntity": [}')
+    assert report.notes == [
+        f"{path}:{line}: ignoring FAQPage JSON-LD, not valid JSON: Expecting value (column 17)",
+        faq_note(path, 3),
+    ]
+    assert report.created == 3 and "where-can-i-use-it" in articles(db_url)
+
+
+def test_question_headings_at_h3_under_topic_headings(db_url, write_kb_file):
+    """h2s name the topics (no '?'), so the questions are the h3s, each in its own <div>;
+    the same question under two topics gets a slug suffix and a warning."""
+    content = """<section id="cards"><h2>Cards</h2>
+<div class="faq-item"><h3 id="late">How long does it take?</h3><p>5 days.</p></div>
+<div class="faq-item"><h3>Can I pick a design?</h3><ul><li>Blue</li><li>Gold</li></ul></div>
+</section>
+<section><h2>Transfers</h2>
+<p>Transfers in euros are free.</p>
+<div class="faq-item"><h3><a name="slow"></a>How long does it take?</h3><p>One working day.</p>
+</div></section>"""
+    path = write_kb_file("faq.html", page(content))
+    report = run_import(db_url, [path])
+    first, second = line_of(path, '<h3 id="late">'), line_of(path, '<h3><a name="slow">')
+    assert report.warnings == [
+        f"{path}:{second}: slug 'how-long-does-it-take' (derived from the title) is already "
+        f"used at {path}:{first}; this article gets 'how-long-does-it-take-2'",
+        f"{path}:{second}: question 'How long does it take?' is also listed at {path}:{first}, "
+        "under another answer; both articles keep it",
+    ]
+    stored = articles(db_url)
+    slugs = ["can-i-pick-a-design", "how-long-does-it-take", "how-long-does-it-take-2"]
+    assert sorted(stored) == slugs
+    assert stored["how-long-does-it-take"].body == "<p>5 days.</p>"
+    assert stored["how-long-does-it-take"].source == f"{path}#late"
+    assert stored["how-long-does-it-take-2"].body == "<p>One working day.</p>"
+    assert stored["how-long-does-it-take-2"].source == f"{path}#slow"
+    # The next topic heading ends the answer before it.
+    assert stored["can-i-pick-a-design"].body == "<ul>\n<li>Blue</li>\n<li>Gold</li></ul>"
+
+
+def test_details_accordions_are_one_article_each(db_url, write_kb_file):
+    content = """<p>Tap a question.</p>
+<details id="lost"><summary>I lost my card</summary><p>Freeze it in the app.</p>
+<details><summary>And if I find it?</summary>Unfreeze it.</details></details>
+<details><summary><strong>Delivery</strong></summary>Cards arrive in 5 days.<script>x()</script>
+</details>
+<details><summary>Is it contactless?</summary><p>Yes.</p><p>Up to 50 EUR.</p></details>"""
+    path = write_kb_file("faq.html", page(content))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems, report.notes) == (3, [], [faq_note(path, 3)])
+    stored = articles(db_url)
+    assert sorted(stored) == ["delivery", "i-lost-my-card", "is-it-contactless"]
+    lost = stored["i-lost-my-card"]
+    assert lost.source == f"{path}#lost"
+    # A <details> inside an answer is part of it.
+    assert (
+        lost.body == "<p>Freeze it in the app.</p>\n<p>And if I find it?</p>\n<p>Unfreeze it.</p>"
+    )
+    delivery = stored["delivery"]  # at least 3: summaries need not be questions
+    assert delivery.body == "<p>Cards arrive in 5 days.</p>" and "x()" not in delivery.body_html
+    assert stored["is-it-contactless"].body == "<p>Yes.</p>\n<p>Up to 50 EUR.</p>"
+    assert stored["is-it-contactless"].category == "cards"
+
+
+def test_fewer_details_are_split_when_every_summary_is_a_question(db_url, write_kb_file):
+    content = (
+        "<details><summary>Can I get a refund?</summary>Within 14 days.</details>\n"
+        "<details><summary>Who pays the return?</summary>We do.</details>"
+    )
+    path = write_kb_file("faq.html", page(content))
+    report = run_import(db_url, [path])
+    assert report.notes == [faq_note(path, 2)]
+    assert {slug: a.body for slug, a in articles(db_url).items()} == {
+        "can-i-get-a-refund": "<p>Within 14 days.</p>",
+        "who-pays-the-return": "<p>We do.</p>",
+    }
+
+
+def test_definition_list_of_questions(db_url, write_kb_file):
+    content = """<dl>
+<dt id="hours">When are you open?<dt>What are your opening hours?
+<dd>Every day.<dd>Even on holidays.
+<div><dt>Do you have branches?</dt><dd>No, we are online only.</dd></div>
+<dt>Glossary</dt><dd>Not a question, not an article.</dd>
+<dt>Can I call you?</dt><dd><p>Yes: <a href="tel:0800123">0800 123</a>.</p></dd>
+</dl>"""
+    path = write_kb_file("faq.html", page(content))
+    report = run_import(db_url, [path])
+    assert report.notes == [f"{path}:1: FAQ page: 4 questions read as 3 articles"]
+    stored = articles(db_url)
+    assert sorted(stored) == ["can-i-call-you", "do-you-have-branches", "when-are-you-open"]
+    hours = stored["when-are-you-open"]
+    # <dt>s in a row share the <dd>s after them; each <dd> is a paragraph of its own.
+    assert hours.questions == ["What are your opening hours?"]
+    assert hours.body == "<p>Every day.</p>\n<p>Even on holidays.</p>"
+    assert hours.source == f"{path}#hours"
+    assert stored["do-you-have-branches"].body == "<p>No, we are online only.</p>"
+    assert stored["can-i-call-you"].body == (
+        '<p>Yes: <a href="tel:0800123" rel="noopener noreferrer nofollow">0800 123</a>.</p>'
+    )
+
+
+MARKDOWN_FAQ = """---
+category: card_help
+tags: [cards, faq]
+slug: card-faq
+---
+# Card FAQ
+
+Everything about cards. Not an article.
+
+## Ordering
+
+### How do I order a card? {#order}
+
+Tap **Order**.
+
+```sh
+# not a heading: code
+### nor this?
+```
+
+### Can I choose the PIN?
+You can, in the app.
+
+## Fees
+
+Prices change every year.
+
+### Is the card free?
+
+Yes.
+"""
+
+
+def test_markdown_faq_gives_one_article_per_question(db_url, write_kb_file):
+    path = write_kb_file("cards.md", MARKDOWN_FAQ)
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems, report.warnings) == (3, [], [])
+    assert report.notes == [
+        f"{path}:1: ignoring front matter slug: each question is an article",
+        faq_note(path, 3),
+    ]
+    stored = articles(db_url)
+    assert sorted(stored) == ["can-i-choose-the-pin", "how-do-i-order-a-card", "is-the-card-free"]
+    order = stored["how-do-i-order-a-card"]
+    assert order.title == "How do I order a card?"
+    assert order.body == "Tap **Order**.\n\n```sh\n# not a heading: code\n### nor this?\n```"
+    assert order.source == f"{path}#order"  # from '{#order}'
+    assert (order.category, order.tags) == ("card_help", ["cards", "faq"])
+    pin = stored["can-i-choose-the-pin"]
+    assert (pin.body, pin.source, pin.category) == ("You can, in the app.", str(path), "card_help")
+    # The '## Fees' topic heading ends the answer before it.
+    assert stored["is-the-card-free"].body == "Yes."
+    assert "Prices" not in " ".join(a.body for a in stored.values())
+
+
+def test_pages_that_are_not_faq_pages_stay_one_article(db_url, write_kb_file, site):
+    """Two question headings are not enough, nor two details of which one is no question; a
+    broken JSON-LD that is no FAQPage is ignored without a note."""
+    html = write_kb_file(
+        "about.html",
+        page(
+            "<p>We are a bank.</p><h2>Why us?</h2><p>Fair fees.</p><h2>Where are we?</h2>"
+            "<p>Berlin.</p><details><summary>Awards?</summary>Three.</details>"
+            "<details><summary>Press</summary>Kit.</details>",
+            head='<script type="application/ld+json">{"@type": "Organization",</script>',
+        ),
+    )
+    markdown = write_kb_file(
+        "limits.md", "# Limits\n\n## Why a limit?\n\nSafety.\n\n## Can I raise it?\n\nYes.\n"
+    )
+    report = run_import(db_url, [html, markdown, site])
+    assert (report.created, report.notes, report.warnings) == (5, [], [])
+    stored = articles(db_url)
+    assert stored["help-centre-faq"].body == (
+        "<h1>Frequently asked questions</h1>\n<p>We are a bank.</p>\n<h2>Why us?</h2>\n"
+        "<p>Fair fees.</p>\n<h2>Where are we?</h2>\n<p>Berlin.</p>\n<p>Awards?</p>\n"
+        "<p>Three.</p>\n<p>Press</p>\n<p>Kit.</p>"
+    )
+    assert stored["limits"].body == "## Why a limit?\n\nSafety.\n\n## Can I raise it?\n\nYes."
+
+
+EMPTY_LD = {
+    "@type": "FAQPage",
+    "mainEntity": [
+        {"name": "One?", "acceptedAnswer": {"text": "1"}},
+        {"name": "Two?", "acceptedAnswer": {"text": "<p>\n</p>"}},
+    ],
+}
+EMPTY_ANSWERS = {
+    "heading": (
+        "faq.html",
+        page("<h2>One?</h2><p>1</p>\n<h2>Two?</h2>\n<h2>Three?</h2><p>3</p>"),
+        "<h2>Two?</h2>",
+        "question 'Two?' has no answer",
+    ),
+    "summary": (
+        "faq.html",
+        page(
+            "<details><summary>One?</summary>1</details>\n"
+            "<details>\n  <summary>Two?</summary>\n  <p> </p><script>x()</script></details>\n"
+            "<details><summary>Three?</summary>3</details>"
+        ),
+        "<summary>Two?",
+        "question 'Two?' has no answer",
+    ),
+    "json-ld": (
+        "faq.html",
+        page("", head=json_ld(EMPTY_LD)),
+        '"name": "Two?"',
+        "FAQPage question 2: question 'Two?' has no answer",
+    ),
+    "markdown": (
+        "faq.md",
+        "---\ncategory: x\n---\n## One?\n1\n## Two?\n\n## Three?\n3\n",
+        "## Two?",
+        "question 'Two?' has no answer",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_ANSWERS))
+def test_an_empty_answer_is_an_error_on_the_questions_line(db_url, write_kb_file, case):
+    name, content, needle, reason = EMPTY_ANSWERS[case]
+    path = write_kb_file(name, content)
+    assert rejected(db_url, [path]) == [f"{path}:{line_of(path, needle)}: {reason}"]
+    assert articles(db_url) == {}
+
+
+def test_cli_notes_a_split_page_and_reimports_it_unchanged(runner, db_url, write_kb_file):
+    path = write_kb_file("faq.html", page(HEADINGS_PAGE))
+    result = runner.invoke(main, ["kb", "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [f"note: {faq_note(path, 3)}"]
+    assert result.stdout.strip() == "3 created, 0 updated, 0 unchanged, 0 unpublished, 0 rejected"
+    again = runner.invoke(main, ["kb", "import", str(path)])
+    assert again.stdout.strip() == "0 created, 0 updated, 3 unchanged, 0 unpublished, 0 rejected"
+    for article in articles(db_url).values():
+        assert clean_source(article.body) == article.body

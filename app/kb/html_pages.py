@@ -7,7 +7,9 @@ the ``<main>``, else the first ``<article>``, else the ``<body>``, without ``<na
 ``<footer>``, ``<aside>`` and what is never content (scripts, styles, form controls, frames,
 SVG...). The
 ``<h1>`` that gave the title, or that repeats it, is not repeated in the body. Optional ``<meta
-name="category">`` and ``<meta name="keywords">`` (comma-separated) give category and tags.
+name="category">`` and ``<meta name="keywords">`` (comma-separated) give category and tags. An FAQ
+page (many questions and their answers) is read as one article per question instead: see
+app.kb.faq_pages. Each element knows the line its start tag is on.
 
 Bodies are written back as HTML the Markdown renderer passes through unchanged: tags outside the
 allow-list are unwrapped (their text kept), whitespace outside ``<pre>`` collapsed, every block
@@ -22,11 +24,8 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
-from pathlib import Path
 
-from app.kb.records import SourceRow
 from app.kb.sanitize import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
-from app.kb.textfiles import ByteCounter, Problems, read_document
 
 HTML_SUFFIXES = (".html", ".htm")
 
@@ -41,6 +40,7 @@ NOT_CONTENT = frozenset(
 )
 # Page furniture: dropped from a page's content, kept (unwrapped) in an exported body.
 PAGE_FURNITURE = frozenset({"nav", "header", "footer", "aside"})
+PAGE_SKIP = NOT_CONTENT | PAGE_FURNITURE
 # Allowed tags that are blocks: each starts a line of the written body.
 BLOCKS = frozenset(
     "p h1 h2 h3 h4 h5 h6 ul ol li dl dt dd table thead tbody tr td th blockquote pre hr".split()
@@ -75,6 +75,7 @@ class Node:
     tag: str
     attrs: list[tuple[str, str | None]] = field(default_factory=list)
     children: list[Node | str] = field(default_factory=list)
+    line: int = 1  # where the start tag is in the page
 
     def text(self) -> str:
         """The text inside, whitespace collapsed (a ``<br>`` counts as a space)."""
@@ -151,7 +152,7 @@ class _TreeBuilder(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self._imply_ends(tag)
-        node = Node(tag, attrs)
+        node = Node(tag, attrs, line=self.getpos()[0])
         self.stack[-1].children.append(node)
         if tag not in VOID:
             self.stack.append(node)
@@ -311,26 +312,20 @@ def _meta(root: Node) -> dict[str, str]:
     return found
 
 
-def page_fields(text: str) -> dict[str, object] | None:
-    """Title, body, category and tags of a page; None when it has no title and no <h1>."""
-    root = parse_html(text)
-    skip = NOT_CONTENT | PAGE_FURNITURE
-    content = (
-        root.find("main", skip)
-        or root.find("article", skip)
-        or root.find("body", skip)
+def page_content(root: Node) -> Node:
+    """The page's content: the ``<main>``, else the first ``<article>``, else the ``<body>``."""
+    return (
+        root.find("main", PAGE_SKIP)
+        or root.find("article", PAGE_SKIP)
+        or root.find("body", PAGE_SKIP)
         or root.find("html")
         or root
     )
-    title_node = root.find("title")
-    title = title_node.text() if title_node is not None else ""
-    h1 = content.find("h1", skip) or root.find("h1")
-    if not title:
-        if h1 is None or not h1.text():
-            return None
-        title = h1.text()
-    omit = h1 if h1 is not None and h1.text() == title else None
-    fields: dict[str, object] = {"title": title, "body": write_body(content, skip, omit)}
+
+
+def page_meta_fields(root: Node) -> dict[str, object]:
+    """Category and tags from ``<meta name="category">`` and ``<meta name="keywords">``."""
+    fields: dict[str, object] = {}
     meta = _meta(root)
     if meta.get("category", "").strip():
         fields["category"] = meta["category"].strip()
@@ -339,13 +334,18 @@ def page_fields(text: str) -> dict[str, object] | None:
     return fields
 
 
-def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    text = read_document(path, display, problems, on_bytes)
-    if text is None:
-        return
-    fields = page_fields(text)
-    if fields is None:
-        problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
-        return
-    fields["source"] = display
-    yield SourceRow(display, 1, fields)
+def page_fields(root: Node) -> dict[str, object] | None:
+    """Title, body, category and tags of a parsed page; None when it has no title and no
+    <h1>."""
+    content = page_content(root)
+    title_node = root.find("title")
+    title = title_node.text() if title_node is not None else ""
+    h1 = content.find("h1", PAGE_SKIP) or root.find("h1")
+    if not title:
+        if h1 is None or not h1.text():
+            return None
+        title = h1.text()
+    omit = h1 if h1 is not None and h1.text() == title else None
+    fields: dict[str, object] = {"title": title, "body": write_body(content, PAGE_SKIP, omit)}
+    fields.update(page_meta_fields(root))
+    return fields

@@ -10,7 +10,8 @@
 - XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
   it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
 - Markdown: YAML front matter then the body; HTML pages (app.kb.html_pages). A folder is searched
-  recursively for both.
+  recursively for both. An FAQ page, in either, gives one article per question
+  (app.kb.faq_pages).
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
@@ -26,7 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from app.kb.html_pages import HTML_SUFFIXES, html_fragment, read_html_page
+from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
+from app.kb.html_pages import HTML_SUFFIXES, html_fragment, page_fields, parse_html
 from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.records import SourceRow
 from app.kb.textfiles import (
@@ -427,6 +429,11 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
             problems.add(display, 2, "front matter must be key: value pairs")
             return
     fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in ARTICLE_KEYS}
+    first_line = 1 + text.count("\n", 0, len(text) - len(body))
+    rows = markdown_faq_rows(body, first_line, fields, display, problems)
+    if rows is not None:
+        yield from rows
+        return
     if "title" not in fields:
         heading = _H1.match(body)
         if heading:
@@ -434,6 +441,27 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
             body = body[heading.end() :]
     fields["body"] = body
     fields.setdefault("source", display)
+    yield SourceRow(display, 1, fields)
+
+
+# ----------------------------------------------------------------------------- HTML
+
+
+def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """A page (app.kb.html_pages); an FAQ page gives an article per question."""
+    text = read_document(path, display, problems, on_bytes)
+    if text is None:
+        return
+    root = parse_html(text)
+    rows = html_faq_rows(text, root, display, problems)
+    if rows is not None:
+        yield from rows
+        return
+    fields = page_fields(root)
+    if fields is None:
+        problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
+        return
+    fields["source"] = display
     yield SourceRow(display, 1, fields)
 
 

@@ -1,0 +1,479 @@
+"""FAQ pages: one HTML or Markdown page holding many questions, read as one article each.
+
+A page is an FAQ page when it says so or when its content is laid out as questions; the first
+rule that applies decides:
+
+1. schema.org ``FAQPage`` JSON-LD, which most FAQ pages carry for search engines: a ``<script
+   type="application/ld+json">`` holding an object whose ``@type`` is (or lists) ``FAQPage``,
+   at the top, in a list or in a ``@graph``, with ``mainEntity`` a list of ``Question``s. Each
+   ``name`` is a title (HTML stripped) and its ``acceptedAnswer``'s ``text`` (HTML) the body. A
+   script that is not valid JSON is ignored, with a note when it mentions ``FAQPage``.
+2. Question headings: in the page's content (as app.kb.html_pages finds it), the shallowest of
+   ``<h2>``, ``<h3>``, ``<h4>`` with at least 3 headings ending in "?". Each of those starts an
+   article whose body is what follows it up to the next heading of that level or a higher one.
+   Content before the first is not an article; a heading of that level not ending in "?" ends
+   an answer without starting one.
+3. Accordions: ``<details>`` blocks with a ``<summary>`` (at least 3, or any number when every
+   summary ends in "?"; a ``<details>`` inside an answer stays in it), else ``<dl>`` lists with
+   at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the ``<dd>``s after it,
+   and ``<dt>``s in a row share them (the first is the title, the others alternate questions).
+
+Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
+``{#id}`` gives one an id).
+
+Every article gets the page's category and tags (``<meta>``, or the front matter with its
+``published``), the file as source with ``#id`` when its question has an id, and a slug derived
+from the question. An answer without text is an error on the question's line (the element's
+start tag; for JSON-LD the line of its ``name``, else of the script). A page none of the rules
+apply to is one article, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from app.kb.html_pages import (
+    PAGE_SKIP,
+    Node,
+    html_fragment,
+    page_content,
+    page_meta_fields,
+    parse_html,
+    write_body,
+)
+from app.kb.records import SourceRow
+from app.kb.textfiles import Problems
+
+MIN_QUESTIONS = 3
+HTML_LEVELS = (2, 3, 4)  # heading levels that may hold the questions, shallowest first
+MARKDOWN_LEVELS = (2, 3)
+# Front matter that belongs to one article, not to every question of a page.
+ONE_ARTICLE_KEYS = ("slug", "questions")
+_QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # ASCII, full-width (CJK), Arabic
+_PERMALINK = " \t\u00b6\u00a7#"  # a heading's trailing permalink sign (Sphinx's ¶, ...)
+_HEADINGS = {f"h{n}": n for n in range(1, 7)}
+_SCHEMA = ("https://schema.org/", "http://schema.org/", "schema:")
+_LD_JSON = "application/ld+json"
+
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_HEADING_ID = re.compile(r"[ \t]*\{#([^\s}]+)[^}]*\}\Z")
+
+
+@dataclass(slots=True)
+class FaqItem:
+    """A question and its answer as the page has them."""
+
+    title: str
+    body: str  # HTML as app.kb.html_pages writes it, or Markdown
+    line: int
+    empty: bool  # the answer has no text
+    anchor: str | None = None  # the question's id on the page
+    alternates: list[str] = field(default_factory=list)
+    label: str | None = None  # said before each problem
+
+
+def _question(text: str) -> str | None:
+    """``text`` when it is a question (ends with a question mark, a permalink sign aside)."""
+    text = text.rstrip(_PERMALINK)
+    return text if text.endswith(_QUESTION_MARKS) else None
+
+
+def _question_level(headings: Iterable[tuple[int, str]], levels: tuple[int, ...]) -> int | None:
+    """The first of ``levels`` with at least MIN_QUESTIONS question headings (level, text)."""
+    counts = Counter(level for level, text in headings if _question(text) is not None)
+    return next((level for level in levels if counts[level] >= MIN_QUESTIONS), None)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _rows(
+    items: list[FaqItem], common: dict[str, object], source: str, display: str, problems: Problems
+) -> list[SourceRow]:
+    """One row per item, with the page's ``common`` fields; a note says the page was split."""
+    rows = []
+    for item in items:
+        if item.empty:
+            reason = f"question {item.title!r} has no answer"
+            problems.add(display, item.line, f"{item.label}: {reason}" if item.label else reason)
+            continue
+        fields: dict[str, object] = {
+            **common,
+            "title": item.title,
+            "body": item.body,
+            "source": f"{source}#{item.anchor}" if item.anchor else source,
+        }
+        if item.alternates:
+            fields["questions"] = item.alternates
+        rows.append(SourceRow(display, item.line, fields, label=item.label))
+    questions = sum(1 + len(item.alternates) for item in items)
+    problems.note(
+        display,
+        1,
+        f"FAQ page: {_plural(questions, 'question')} read as {_plural(len(items), 'article')}",
+    )
+    return rows
+
+
+# ----------------------------------------------------------------------------- HTML
+
+
+def html_faq_rows(
+    text: str, root: Node, display: str, problems: Problems
+) -> list[SourceRow] | None:
+    """The articles of the page ``text`` (parsed as ``root``), or None when it is not an FAQ
+    page (see the module docstring)."""
+    items = _json_ld_items(text, root, display, problems)
+    if items is None:
+        content = page_content(root)
+        items = _heading_items(content) or _details_items(content) or _definition_items(content)
+    if not items:
+        return None
+    return _rows(items, page_meta_fields(root), display, display, problems)
+
+
+def _elements(root: Node, leaves: frozenset[str] = frozenset()) -> Iterator[Node]:
+    """The elements under ``root`` in document order, without page furniture and what is never
+    content; ``leaves`` are yielded but not looked inside."""
+    stack: list[Node | str] = list(reversed(root.children))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) or item.tag in PAGE_SKIP:
+            continue
+        yield item
+        if item.tag not in leaves:
+            stack.extend(reversed(item.children))
+
+
+def _html_item(title: str, answer: Node, line: int, anchor: str | None, **kwargs) -> FaqItem:
+    body = write_body(answer, PAGE_SKIP)
+    return FaqItem(title, body, line, not parse_html(body).text(), anchor, **kwargs)
+
+
+def _is(item: Node | str, *tags: str) -> bool:
+    return isinstance(item, Node) and item.tag in tags
+
+
+def _own_id(node: Node) -> str | None:
+    return (dict(node.attrs).get("id") or "").strip() or None
+
+
+def _anchor(node: Node) -> str | None:
+    """The id a link to ``node`` uses: its own, else that of an ``<a id>`` or ``<a name>``
+    inside it."""
+    found = _own_id(node)
+    for link in [] if found else node.find_all("a"):
+        attrs = dict(link.attrs)
+        found = (attrs.get("id") or attrs.get("name") or "").strip() or None
+        if found:
+            break
+    return found
+
+
+def _heading_items(content: Node) -> list[FaqItem] | None:
+    """Rule 2: question headings."""
+    headings = [node for node in _elements(content) if node.tag in _HEADINGS]
+    level = _question_level(((_HEADINGS[h.tag], h.text()) for h in headings), HTML_LEVELS)
+    if level is None:
+        return None
+    answers: dict[Node, Node | None] = {}  # heading ending an answer -> the answer it starts
+    questions: list[tuple[Node, str, Node]] = []
+    for heading in headings:
+        if _HEADINGS[heading.tag] > level:
+            continue
+        question = _question(heading.text()) if _HEADINGS[heading.tag] == level else None
+        answers[heading] = None if question is None else Node("#answer")
+        if question is not None:
+            questions.append((heading, question, answers[heading]))
+    _Splitter(content, answers).visit(content)
+    return [_html_item(q, answer, h.line, _anchor(h)) for h, q, answer in questions]
+
+
+class _Splitter:
+    """Copies what follows each heading of ``answers`` (up to the next) into its answer, or
+    drops it (None). An element holding one of the headings is copied in part: a shallow copy
+    in each answer it contributes to, made when its first content is."""
+
+    def __init__(self, content: Node, answers: dict[Node, Node | None]) -> None:
+        self.answers = answers
+        self.holders = _holders(content, answers)
+        self.answer: Node | None = None
+        self.path: list[Node] = []  # the holders around the current position
+        self.copies: list[Node] = []  # their copies in the current answer, outermost first
+
+    def visit(self, node: Node) -> None:
+        for child in node.children:
+            if isinstance(child, Node) and child in self.answers:
+                self.answer = self.answers[child]
+                self.copies = []
+            elif isinstance(child, Node) and child in self.holders:
+                self.path.append(child)
+                self.visit(child)
+                self.path.pop()
+                del self.copies[len(self.path) :]
+            elif self.answer is not None:
+                self._add(child)
+
+    def _add(self, item: Node | str) -> None:
+        assert self.answer is not None
+        while len(self.copies) < len(self.path):
+            original = self.path[len(self.copies)]
+            copy = Node(original.tag, original.attrs, line=original.line)
+            (self.copies[-1] if self.copies else self.answer).children.append(copy)
+            self.copies.append(copy)
+        (self.copies[-1] if self.copies else self.answer).children.append(item)
+
+
+def _holders(content: Node, targets: Iterable[Node]) -> set[Node]:
+    """The elements between ``content`` and each of ``targets``."""
+    parents: dict[Node, Node] = {}
+    for node in (content, *_elements(content)):
+        for child in node.children:
+            if isinstance(child, Node):
+                parents[child] = node
+    holders: set[Node] = set()
+    for target in targets:
+        node = parents.get(target)
+        while node is not None and node is not content and node not in holders:
+            holders.add(node)
+            node = parents.get(node)
+    return holders
+
+
+def _details_items(content: Node) -> list[FaqItem] | None:
+    """Rule 3: ``<details>`` accordions."""
+    found: list[tuple[Node, Node]] = []  # (details, summary)
+    for node in _elements(content, leaves=frozenset({"details"})):
+        if node.tag == "details":
+            summary = next((c for c in node.children if _is(c, "summary")), None)
+            if summary is not None:
+                found.append((node, summary))
+    if len(found) < MIN_QUESTIONS and not (
+        found and all(_question(summary.text()) for _, summary in found)
+    ):
+        return None
+    items = []
+    for details, summary in found:
+        answer = Node("#answer", children=[c for c in details.children if c is not summary])
+        title = _question(summary.text()) or summary.text()
+        items.append(_html_item(title, answer, summary.line, _own_id(details) or _anchor(summary)))
+    return items
+
+
+def _definition_items(content: Node) -> list[FaqItem] | None:
+    """Rule 3: ``<dl>`` lists of questions."""
+    groups: list[tuple[list[Node], list[Node]]] = []  # (<dt>s in a row, the <dd>s after them)
+    for dl in _elements(content, leaves=frozenset({"dl"})):
+        if dl.tag != "dl":
+            continue
+        last: str | None = None
+        for child in _list_entries(dl):
+            if child.tag == "dt":
+                if last != "dt":
+                    groups.append(([], []))
+                groups[-1][0].append(child)
+            elif groups and last is not None:  # a <dd> before any <dt> answers nothing
+                groups[-1][1].append(child)
+            last = child.tag
+    if sum(1 for terms, _ in groups for dt in terms if _question(dt.text())) < MIN_QUESTIONS:
+        return None
+    items = []
+    for terms, definitions in groups:
+        asked = [(dt, q) for dt in terms if (q := _question(dt.text())) is not None]
+        if not asked:
+            continue
+        # Each <dd> in a container of its own, so that two never share a paragraph.
+        answer = Node("#answer", children=[Node("div", children=dd.children) for dd in definitions])
+        first, title = asked[0]
+        alternates = [q for _, q in asked[1:]]
+        items.append(_html_item(title, answer, first.line, _anchor(first), alternates=alternates))
+    return items
+
+
+def _list_entries(dl: Node) -> Iterator[Node]:
+    """A ``<dl>``'s ``<dt>`` and ``<dd>`` elements, also those grouped in a ``<div>``."""
+    for child in dl.children:
+        if _is(child, "dt", "dd"):
+            yield child
+        elif _is(child, "div"):
+            yield from (c for c in child.children if _is(c, "dt", "dd"))
+
+
+# ----------------------------------------------------------------------------- JSON-LD
+
+
+def _json_ld_items(text: str, root: Node, display: str, problems: Problems) -> list[FaqItem] | None:
+    """Rule 1: the questions of the page's FAQPage JSON-LD, or None when it has none."""
+    items: list[FaqItem] = []
+    found = False
+    for script in root.find_all("script"):
+        kind = (dict(script.attrs).get("type") or "").split(";")[0].strip().lower()
+        if kind != _LD_JSON:
+            continue
+        raw = "".join(child for child in script.children if isinstance(child, str))
+        first_line = _start_line(text, raw, script.line)
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            if "FAQPage" in raw:
+                line, reason = first_line, "nested too deeply"
+                if isinstance(exc, json.JSONDecodeError):
+                    line, reason = first_line + exc.lineno - 1, f"{exc.msg} (column {exc.colno})"
+                problems.note(display, line, f"ignoring FAQPage JSON-LD, not valid JSON: {reason}")
+            continue
+        for page in _faq_pages(data):
+            entities = page.get("mainEntity")
+            if isinstance(entities, dict):
+                entities = [entities]
+            if isinstance(entities, list) and entities:
+                found = True
+                items.extend(
+                    _entity_items(entities, raw, first_line, len(items), display, problems)
+                )
+    return items if found else None
+
+
+def _start_line(text: str, raw: str, line: int) -> int:
+    """The line of ``text`` on which ``raw``, the content of an element starting on ``line``,
+    starts."""
+    start = 0
+    for _ in range(line - 1):
+        start = text.find("\n", start) + 1
+    pos = text.find(raw, start) if raw else -1
+    return line if pos < 0 else line + text.count("\n", start, pos)
+
+
+def _types(obj: dict) -> set[str]:
+    kinds = obj.get("@type")
+    names = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    found = set()
+    for name in names:
+        if isinstance(name, str):
+            for prefix in _SCHEMA:
+                name = name.removeprefix(prefix)
+            found.add(name)
+    return found
+
+
+def _faq_pages(data: object) -> list[dict]:
+    """Every object typed FAQPage in ``data``: itself, in a list, in a ``@graph`` or deeper."""
+    pages = []
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, dict):
+            if "FAQPage" in _types(value):
+                pages.append(value)
+            else:
+                stack.extend(reversed(list(value.values())))
+    return pages
+
+
+def _entity_items(
+    entities: list, raw: str, first_line: int, before: int, display: str, problems: Problems
+) -> list[FaqItem]:
+    """An FAQPage's ``mainEntity`` Questions; ``before`` questions were read already."""
+    items = []
+    searched = 0  # names are looked for in ``raw`` in order, to give each its line
+    for number, entity in enumerate(entities, before + 1):
+        label = f"FAQPage question {number}"
+        if not isinstance(entity, dict):
+            kind = type(entity).__name__
+            problems.add(display, first_line, f"{label}: expected an object, found {kind}")
+            continue
+        name = entity.get("name")
+        title = parse_html(name).text() if isinstance(name, str) else ""
+        line = first_line
+        if isinstance(name, str):
+            pos, searched = _find_string(raw, name, searched)
+            if pos >= 0:
+                line = first_line + raw.count("\n", 0, pos)
+        answer = entity.get("acceptedAnswer")
+        if isinstance(answer, list):
+            answer = next((a for a in answer if isinstance(a, dict)), None)
+        answer_text = answer.get("text") if isinstance(answer, dict) else None
+        body = html_fragment(answer_text) if isinstance(answer_text, str) else ""
+        anchor = None
+        for key in ("url", "@id"):
+            value = entity.get(key)
+            if anchor is None and isinstance(value, str) and "#" in value:
+                anchor = value.split("#", 1)[1].strip() or None
+        empty = not parse_html(body).text()
+        items.append(FaqItem(title, body, line, empty, anchor, label=label))
+    return items
+
+
+def _find_string(raw: str, value: str, start: int) -> tuple[int, int]:
+    """(position, end) of ``value`` as a JSON string in ``raw`` from ``start``; (-1, start)
+    when it is spelled in a way not tried (escapes differ between writers)."""
+    for ascii_only in (False, True):
+        spelled = json.dumps(value, ensure_ascii=ascii_only)
+        for needle in (spelled, spelled.replace("/", "\\/")):
+            pos = raw.find(needle, start)
+            if pos >= 0:
+                return pos, pos + len(needle)
+    return -1, start
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+
+def markdown_faq_rows(
+    body: str, first_line: int, fields: dict[str, object], display: str, problems: Problems
+) -> list[SourceRow] | None:
+    """The articles of a Markdown page whose ``body`` starts on ``first_line`` (after the front
+    matter, read into ``fields``), or None when it is not an FAQ page."""
+    lines = body.split("\n")
+    headings = list(_markdown_headings(lines))
+    level = _question_level(((lvl, text) for _, lvl, text, _ in headings), MARKDOWN_LEVELS)
+    if level is None:
+        return None
+    bounds = [h for h in headings if h[1] <= level]
+    ends = [index for index, *_ in bounds[1:]] + [len(lines)]
+    items = []
+    for (index, lvl, text, anchor), end in zip(bounds, ends, strict=True):
+        question = _question(text) if lvl == level else None
+        if question is not None:
+            answer = "\n".join(lines[index + 1 : end]).strip()
+            items.append(FaqItem(question, answer, first_line + index, not answer, anchor))
+    ignored = [key for key in ONE_ARTICLE_KEYS if key in fields]
+    if ignored:
+        keys = ", ".join(ignored)
+        problems.note(display, 1, f"ignoring front matter {keys}: each question is an article")
+    common = {k: fields[k] for k in ("category", "tags", "published") if k in fields}
+    source = fields.get("source")
+    return _rows(items, common, source if isinstance(source, str) else display, display, problems)
+
+
+def _markdown_headings(lines: list[str]) -> Iterator[tuple[int, int, str, str | None]]:
+    """(line index, level, text, id) of each ATX heading outside fenced code."""
+    fence: str | None = None
+    for index, line in enumerate(lines):
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if (
+                opening
+                and opening.group(1)[0] == fence[0]
+                and len(opening.group(1)) >= len(fence)
+                and not line[opening.end() :].strip()
+            ):
+                fence = None
+            continue
+        if opening:
+            fence = opening.group(1)
+            continue
+        heading = _ATX.fullmatch(line)
+        if heading:
+            text = (heading.group(2) or "").strip()
+            anchor = _HEADING_ID.search(text)
+            if anchor:
+                text = text[: anchor.start()].rstrip()
+            yield index, len(heading.group(1)), text, anchor.group(1) if anchor else None
