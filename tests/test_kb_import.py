@@ -259,6 +259,20 @@ def test_malformed_files(db_url, write_kb_file, name, content, expected):
     assert problems[0].startswith(f"{path}:{expected}"), problems
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("deep.json", "[" * 100_000),
+        ("deep.html", "<title>Deep</title>" + "<div>" * 5_000 + "text"),
+    ],
+)
+def test_files_nested_too_deeply_are_a_problem_not_a_crash(db_url, write_kb_file, name, content):
+    path = write_kb_file(name, content)
+    assert rejected(db_url, [path]) == [
+        f"{path}:1: nested too deeply to read (unclosed tags or brackets?)"
+    ]
+
+
 def test_missing_path_is_reported(db_url, tmp_path):
     missing = tmp_path / "nowhere.csv"
     assert rejected(db_url, [missing]) == [f"{missing}:1: no such file or folder"]

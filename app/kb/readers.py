@@ -532,3 +532,5 @@ def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteC
             yield from group_questions(rows, problems)
         except OSError as exc:
             problems.add(display, 1, f"cannot read: {exc.strerror or exc}")
+        except RecursionError:  # thousands of unclosed elements or brackets
+            problems.add(display, 1, "nested too deeply to read (unclosed tags or brackets?)")
