@@ -13,8 +13,8 @@ rule that applies decides:
    article whose body is what follows it up to the next heading of that level or a higher one.
    Content before the first is not an article; a heading of that level not ending in "?" ends
    an answer without starting one.
-3. Accordions: ``<details>`` blocks with a ``<summary>`` (at least 3, or any number when every
-   summary ends in "?"; a ``<details>`` inside an answer stays in it), else ``<dl>`` lists with
+3. Accordions: ``<details>`` blocks with a ``<summary>`` (at least 3: an article with one or two
+   accordions stays one article; a ``<details>`` inside an answer stays in it), else ``<dl>`` lists with
    at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the ``<dd>``s after it,
    and ``<dt>``s in a row share them (the first is the title, the others alternate questions).
 
@@ -254,9 +254,7 @@ def _details_items(content: Node) -> list[FaqItem] | None:
             summary = next((c for c in node.children if _is(c, "summary")), None)
             if summary is not None:
                 found.append((node, summary))
-    if len(found) < MIN_QUESTIONS and not (
-        found and all(_question(summary.text()) for _, summary in found)
-    ):
+    if len(found) < MIN_QUESTIONS:  # one or two accordions in an article are part of it
         return None
     items = []
     for details, summary in found:
