@@ -175,9 +175,7 @@ def test_qnaid_groups_rows_in_csv_too(db_url, write_kb_file):
 )  # fmt: skip
 def test_question_answer_mistakes_are_named(db_url, write_kb_file, name, content, expected):
     path = write_kb_file(name, content)
-    with pytest.raises(ImportRejected) as info:
-        run_import(db_url, [path])
-    assert info.value.report.problems == [f"{path}:{expected}"]
+    assert rejected(db_url, [path]) == [f"{path}:{expected}"]
 
 
 # ----------------------------------------------------------------------------- slugs
@@ -231,11 +229,7 @@ def test_explicit_slugs_that_collide_are_still_an_error(db_url, write_kb_file):
         "slugs.tsv",
         "Question\tAnswer\tMetadata\nA?\tOne.\tslug:same\nB?\tTwo.\tslug:same\n",
     )
-    with pytest.raises(ImportRejected) as info:
-        run_import(db_url, [path])
-    assert info.value.report.problems == [
-        f"{path}:3: duplicate slug 'same'; first used at {path}:2"
-    ]
+    assert rejected(db_url, [path]) == [f"{path}:3: duplicate slug 'same'; first used at {path}:2"]
 
 
 # ----------------------------------------------------------------------------- all or nothing
@@ -421,9 +415,7 @@ def test_qna_maker_documents_without_questions_or_answer_are_named(db_url, write
 )  # fmt: skip
 def test_malformed_qna_json_exports(db_url, write_kb_file, content, expected):
     path = write_kb_file("bad.json", content)
-    with pytest.raises(ImportRejected) as info:
-        run_import(db_url, [path])
-    assert info.value.report.problems == [f"{path}:{expected}"]
+    assert rejected(db_url, [path]) == [f"{path}:{expected}"]
 
 
 # ----------------------------------------------------------------------------- question answering
@@ -678,9 +670,7 @@ def test_xlsx_reads_the_first_sheet_and_every_row(db_url, tmp_path):
 )  # fmt: skip
 def test_malformed_sheets(db_url, tmp_path, rows, expected):
     path = write_xlsx(tmp_path / "sheet.xlsx", rows)
-    with pytest.raises(ImportRejected) as info:
-        run_import(db_url, [path])
-    assert info.value.report.problems == [f"{path}:{expected}"]
+    assert rejected(db_url, [path]) == [f"{path}:{expected}"]
 
 
 def zip_without_workbook() -> bytes:
@@ -704,9 +694,7 @@ def zip_without_workbook() -> bytes:
 )  # fmt: skip
 def test_files_that_are_not_workbooks_are_a_clear_error(db_url, write_kb_file, content, expected):
     path = write_kb_file("export.xlsx", content)
-    with pytest.raises(ImportRejected) as info:
-        run_import(db_url, [path])
-    assert info.value.report.problems == [f"{path}:1: {expected}"]
+    assert rejected(db_url, [path]) == [f"{path}:1: {expected}"]
 
 
 def test_tsv_source_display_name_is_ignored_without_a_note(db_url, write_kb_file):
