@@ -14,9 +14,10 @@ rule that applies decides:
    Content before the first is not an article; a heading of that level not ending in "?" ends
    an answer without starting one.
 3. Accordions: ``<details>`` blocks with a ``<summary>`` (at least 3: an article with one or two
-   accordions stays one article; a ``<details>`` inside an answer stays in it), else ``<dl>`` lists with
-   at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the ``<dd>``s after it,
-   and ``<dt>``s in a row share them (the first is the title, the others alternate questions).
+   accordions stays one article; a ``<details>`` inside an answer stays in it), else ``<dl>``
+   lists with at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the
+   ``<dd>``s after it, and ``<dt>``s in a row share them (the first is the title, the others
+   alternate questions).
 
 Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
 ``{#id}`` gives one an id).
