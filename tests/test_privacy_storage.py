@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import re
 
+import numpy as np
 import pytest
 from fixtures_privacy import database_dump, redis_dump
 
+from app.chat.service import stored_trace
 from app.db import session_scope
 from app.models import Message, PiiRef, ReviewItem
+from app.privacy.pii import Masker
 from app.privacy.refs import digest
 
 CARD = "4111 1111 1111 1111"
@@ -161,3 +164,20 @@ def test_log_records_are_masked_for_every_handler(app, caplog):
         logging.getLogger("app.x").exception("failed for %s", PHONE)
     assert _leaks(caplog.text) == []
     assert "[card ****1111]" in caplog.text and "[iban DE**3000]" in caplog.text
+
+
+def test_stored_trace_masks_customer_text_but_not_version_ids():
+    # 20261201-145707 passes the card checks: a version trained at 14:57:07 that day
+    version = "20261201-145707-3872fadf"
+    trace = {
+        "versions": {"models": version, "bert": "minilm"},
+        "experiment": {"name": "shorter answers", "arm": "b"},
+        "stages": {"note": f"card 4111111111111111, model {version}"},
+        "confidence": np.float32(0.5),
+    }
+    stored = stored_trace(trace, "below_threshold", Masker())
+    assert stored["versions"] == {"models": version, "bert": "minilm"}
+    assert stored["experiment"] == {"name": "shorter answers", "arm": "b"}
+    assert stored["stages"]["note"] == "card [card ****1111], model [card ****5707]-3872fadf"
+    assert stored["escalation_reason"] == "below_threshold"
+    assert stored["confidence"] == 0.5 and "versions" in trace  # the caller's trace is intact

@@ -74,6 +74,20 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=fallback), parse_constant=lambda _name: None)
 
 
+# Parts of a routing trace tierdesk itself names, which the canary and experiment metrics read
+# back from stored messages: never customer text, and a version id's timestamp digits
+# (20261201-145707-...) can pass for a card number, so the masker must not touch them.
+TRACE_KEPT_AS_IS = ("versions", "experiment")
+
+
+def stored_trace(trace: dict, reason: str | None, masker) -> dict:
+    """The trace as a bot message keeps it: JSON-safe, with the escalation reason, every string
+    masked except ``TRACE_KEPT_AS_IS``."""
+    trace = _json_safe(trace)
+    kept = {k: trace.pop(k) for k in TRACE_KEPT_AS_IS if k in trace}
+    return {**masker.mask_value({**trace, "escalation_reason": reason}), **kept}
+
+
 def find_conversation(session: Session, conversation_id: str) -> Conversation | None:
     return session.get(Conversation, conversation_id)
 
@@ -217,8 +231,7 @@ def handle_message(
             status=ConversationState.BOT,
         )
     masker = get_masker()
-    trace = _json_safe(decision.trace) if decision is not None else {}
-    trace = masker.mask_value({**trace, "escalation_reason": reason})
+    trace = stored_trace(decision.trace if decision is not None else {}, reason, masker)
     refs = email_refs(current_app.config["SECRET_KEY"], conversation.id, masker.emails(text))
     route = decision.route if decision is not None else None
     intent = decision.intent if decision is not None else None
