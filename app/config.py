@@ -102,6 +102,7 @@ class Config:
         self.ANSWER_CACHE_TTL_MAX = _env_int("TIERDESK_ANSWER_CACHE_TTL_MAX", 3600)
         # BERT admission control (app/nlp/admission.py): concurrent inferences per process, the
         # time budget of a request, and the busy shares between which low-value calls are shed.
+        self.BERT_ADMISSION = _env_bool("TIERDESK_BERT_ADMISSION", True)
         self.BERT_SLOTS = _env_int("TIERDESK_BERT_SLOTS", 1)
         self.BERT_BUDGET_MS = _env_int("TIERDESK_BERT_BUDGET_MS", 200)
         self.BERT_SHED_BUSY_LOW = _env_float("TIERDESK_BERT_SHED_BUSY_LOW", 0.75)

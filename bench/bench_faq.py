@@ -156,6 +156,9 @@ def run(name: str, limit: int | None) -> dict:
                 "SECRET_KEY": "bench",
                 "LOAD_MODELS": True,
                 "ANSWER_CACHE_SIZE": 0,
+                # Answers, not load, are measured here (bench_loadtest.py measures load): BERT
+                # is never shed or refused for time, whatever else the machine is running.
+                "BERT_ADMISSION": False,
             }
         )
         lookup = _lookup(db_url)

@@ -202,6 +202,24 @@ def test_the_api_answers_a_refused_bert_call_with_a_person_not_an_error(trained_
     assert BERT_ADMISSION is not None and DEGRADED is not None
 
 
+@pytest.mark.slow
+def test_admission_off_runs_bert_whatever_the_load(trained_app):
+    from app.nlp.engine import Engine
+    from app.services import ENGINE_KEY
+
+    engine = trained_app.extensions[ENGINE_KEY]
+    question = _bert_question(engine)
+    assert Engine({"BERT_ADMISSION": False}).admission is None
+    before = engine.admission
+    engine.admission = None  # as BERT_ADMISSION=false builds it
+    try:
+        decision = engine.answer(question, priority=Priority.LOW)
+    finally:
+        engine.admission = before
+    assert decision.trace["admission"] is None
+    assert "error" not in decision.trace["stages"]["bert"]
+
+
 def test_the_backlog_counts_connections_no_worker_has_taken():
     import socket
 

@@ -117,7 +117,12 @@ class Engine:
             ttl_min=int(config.get("ANSWER_CACHE_TTL_MIN", 60)),
             ttl_max=int(config.get("ANSWER_CACHE_TTL_MAX", 3600)),
         )
-        self.admission = Admission.from_config(config, PROCESS_LOAD)  # app/nlp/admission.py
+        # app/nlp/admission.py; None (BERT_ADMISSION false): BERT always runs, whatever the load
+        self.admission: Admission | None = (
+            Admission.from_config(config, PROCESS_LOAD)
+            if config.get("BERT_ADMISSION", True)
+            else None
+        )
         self._reload_lock = threading.Lock()
         self._reloading = False
         self._next_check = 0.0
@@ -544,12 +549,14 @@ class Engine:
         started = time.monotonic() if started is None else started
         words = len(normalized.split())
 
+        admission = self.admission
+
         def admit(fast_confidence):
-            return self.admission.ask(
+            return admission.ask(
                 started=started, priority=priority, fast_confidence=fast_confidence, words=words
             )
 
-        decision = router.route(text, admit=admit)
+        decision = router.route(text, admit=admit if admission is not None else None)
         CONFIDENCE.labels(decision.route).observe(decision.confidence)
         without_bert = _without_bert(decision)
         if without_bert is not None:
