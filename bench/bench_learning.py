@@ -4,11 +4,14 @@ Starts from the demo knowledge base only (``knowledge_base/``, imported with its
 which are the BANKING77 category names; none of the ``intents/`` examples are loaded) in a
 temporary, migrated SQLite database, trains the models on it, then replays BANKING77 TRAIN
 (``../shared/data/banking77`` or ``TIERDESK_BANKING77``; read in place, never copied) as live
-traffic in a seeded shuffled order through the router with escalation on. Every escalated
-question goes to a simulated reviewer who teaches its true intent (its category) through the
-reviewer console's code path, ``app.review.service.teach_intent``. Every ``--every`` questions
-the models are retrained from the database (a quick retrain: frozen BERT encoder), and the
-replay goes on through the new router. Before any traffic and at each checkpoint, the current
+traffic in a seeded shuffled order through the router with escalation on. Each routed question
+is stored as the chat service stores a turn (the customer's message and the bot's turn replying
+to it), so that retraining reads it as recent traffic. Every escalated question goes to a
+simulated reviewer who teaches its true intent (its category) through the reviewer console's
+code path, ``app.review.service.teach_intent``. Every ``--every`` questions the models are
+retrained from the database as ``tierdesk train`` trains them (with a frozen BERT encoder:
+under 6,000 texts the held-out folds never fine-tune it), and the replay goes on through the
+new router. Before any traffic and at each checkpoint, the current
 router answers BANKING77 TEST (``--test-limit`` samples it): automation (answered and right,
 over all TEST queries), coverage, answered accuracy, the share of ``intents/out_of_scope/
 test.csv`` escalated, reviews spent so far and the retrain's wall time.
@@ -229,7 +232,7 @@ def main() -> None:
     from app import migrate
     from app.db import dispose_engine, session_factory, session_scope
     from app.kb.importer import import_paths
-    from app.models import Article, Intent, TrainingExample
+    from app.models import Article, Conversation, Intent, Message, TrainingExample, new_id
     from app.nlp.bert import configure_threads
     from app.nlp.pipeline.data import read_labelled_csv
     from app.review.service import ReviewError, known_intents, teach_intent
@@ -317,12 +320,41 @@ def main() -> None:
                 )
                 return router
 
+            def record(text: str, decision) -> None:
+                """The turn as the chat service stores it: the customer's message and the bot's
+                turn replying to it (what training reads as recent traffic)."""
+                conversation = Conversation(id=new_id(), client_key="bench")
+                customer = Message(
+                    id=new_id(),
+                    conversation_id=conversation.id,
+                    seq=0,
+                    role="customer",
+                    text=text,
+                    route=decision.route,
+                    intent=decision.intent,
+                )
+                bot = Message(
+                    id=new_id(),
+                    conversation_id=conversation.id,
+                    seq=1,
+                    role="bot",
+                    in_reply_to=customer.id,
+                    status="pending_review" if decision.escalate else "answered",
+                    text="",
+                    article_slug=decision.article.slug if decision.article else None,
+                    confidence=float(decision.confidence),
+                    route=decision.route,
+                    intent=decision.intent,
+                )
+                session.add_all([conversation, customer, bot])
+
             router = checkpoint(0, 0, 0, {})
             reviews = 0
             window = {"questions": 0, "escalated": 0, "answered_right": 0, "teach_errors": 0}
             bar = tqdm(stream, desc="replay", unit="q", file=sys.stderr)
             for i, (text, category) in enumerate(bar, start=1):
                 decision = router.route(text)
+                record(text, decision)
                 window["questions"] += 1
                 if decision.escalate:
                     reviews += 1
@@ -339,6 +371,7 @@ def main() -> None:
                     )
                 bar.set_postfix(reviews=reviews)
                 if i % args.every == 0 or i == len(stream):
+                    session.commit()
                     q = window["questions"]
                     window["automation"] = round(window["answered_right"] / q, 4)
                     window["escalation_rate"] = round(window["escalated"] / q, 4)

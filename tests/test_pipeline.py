@@ -139,6 +139,9 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     assert manifest["tiers_active"]["bert"]["active"] is True
     assert manifest["metrics"]["held_out"]["mode"] == "folds"
     assert manifest["metrics"]["held_out"]["queries"] == 3
+    # a new bot: nobody has asked it anything, so the held-out threshold stands
+    assert manifest["metrics"]["router"]["traffic"]["used"] is False
+    assert manifest["metrics"]["router"]["traffic"]["questions"] == 0
 
     served = make_app(INTENTS_DIR=tmp_path / "no-intents", LOAD_MODELS=True)
     client = served.test_client()

@@ -305,3 +305,53 @@ def test_review_spends_the_fewest_escalations_that_reach_the_target():
     _, _, capped = tune_thresholds(outcomes, tiers, budget=0.02, answered_target=0.999)
     assert not capped["answered_target_reached"]
     assert 1.0 - capped["val_review_coverage"] == pytest.approx(0.02, abs=0.002)
+
+
+def _traffic(seed: int, n_reviewed: int, n_unreviewed: int):
+    """Reviewed (held-out) questions spread over the confidences, right as often as their
+    confidence says, and easy unreviewed ones."""
+    rng = np.random.default_rng(seed)
+    reviewed = rng.uniform(0.2, 1.0, n_reviewed)
+    right = rng.uniform(size=n_reviewed) < reviewed
+    unreviewed = rng.uniform(0.95, 1.0, n_unreviewed)
+    return reviewed, right, unreviewed
+
+
+def test_review_on_traffic_counts_unreviewed_answers_at_their_confidence():
+    """Traffic mostly answered with high confidence: the estimate over all of it reaches the
+    target at a lower threshold than the reviewed (harder) questions alone would allow."""
+    from app.nlp.thresholds import review_for_target, review_on_traffic
+
+    reviewed, right, unreviewed = _traffic(0, 600, 2400)
+    t, figures = review_on_traffic(reviewed, right, 1.0, unreviewed, None, 0.95)
+    alone, reached = review_for_target(
+        reviewed[None, :],
+        right[None, :],
+        None,
+        len(reviewed),
+        0.95,
+        np.asarray(thresholds.TAU_REVIEW_GRID),
+    )
+    assert t is not None and reached[0]
+    assert t < alone[0] - 0.05
+    assert figures["estimated_answered_accuracy"] >= 0.95
+    # what the estimate promises holds on a fresh draw of the same traffic
+    rng = np.random.default_rng(2)
+    right2 = rng.uniform(size=len(reviewed)) < reviewed
+    drawn = rng.uniform(size=len(unreviewed)) < unreviewed
+    live_right = right2[reviewed >= t].sum() + drawn[unreviewed >= t].sum()
+    live_answered = (reviewed >= t).sum() + (unreviewed >= t).sum()
+    assert live_right / live_answered >= 0.94
+
+
+def test_review_on_traffic_keeps_out_of_scope_escalated_and_the_budget():
+    from app.nlp.thresholds import review_on_traffic
+
+    reviewed, right, unreviewed = _traffic(0, 600, 2400)
+    free, _ = review_on_traffic(reviewed, right, 1.0, unreviewed, None, 0.95)
+    oos = np.linspace(0.0, 0.97, 100)  # 95% of them under ~0.92
+    t, _ = review_on_traffic(reviewed, right, 1.0, unreviewed, oos, 0.95)
+    assert t > free and (oos < t).mean() >= 0.95
+    # a ceiling on escalations that the target needs more than: no threshold qualifies
+    none, figures = review_on_traffic(reviewed, right, 1.0, unreviewed, None, 0.999, budget=0.05)
+    assert none is None and figures == {}

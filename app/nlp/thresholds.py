@@ -407,6 +407,24 @@ def replay(
     return Replayed(simple, correct, conf, answers(conf, thresholds.tau_review))
 
 
+def replay_out_of_scope(
+    outcomes: ValidationOutcomes, tiers: dict[str, str], thresholds: Thresholds
+) -> np.ndarray | None:
+    """The calibrated confidence of every held-out out-of-scope query at one operating point,
+    with escalation on (None when there are none)."""
+    oos = outcomes.oos
+    if oos is None or not len(oos.ft_p1):
+        return None
+    conf = _oos_conf(
+        oos,
+        _simple_tiers(tiers, oos.ft_top),
+        thresholds.tau_fast,
+        thresholds.margin,
+        np.asarray([thresholds.verify_below]),
+    )
+    return conf[0]
+
+
 def _choose_verify(
     outcomes: ValidationOutcomes,
     eligible: np.ndarray,
@@ -540,6 +558,66 @@ def review_for_target(
     first = np.argmax(ok, axis=1)
     reached = ok.any(axis=1)
     return np.where(reached, grid[first], fallback), reached
+
+
+def review_on_traffic(
+    labelled_conf: np.ndarray,
+    labelled_correct: np.ndarray,
+    labelled_weight: float,
+    unlabelled_conf: np.ndarray,
+    oos_conf: np.ndarray | None,
+    answered_target: float,
+    *,
+    budget: float = 1.0,
+    grid: np.ndarray | None = None,
+    oos_recall_min: float = OOS_RECALL_MIN,
+) -> tuple[float | None, dict]:
+    """``tau_review`` chosen on recent live questions rather than on held-out ones.
+
+    Held-out queries stand for what reviewers taught, the questions the bot escalated, not for
+    the traffic it answers; recent traffic is the sample the promise is about. Its reviewed
+    questions (``labelled_*``: each one's held-out confidence and whether the answer was right,
+    counted ``labelled_weight`` times when only a share of them was held out) count right when
+    they were; a question nobody reviewed, answered at calibrated confidence c, counts c right.
+    The threshold is the lowest grid value whose estimated answered accuracy minus one standard
+    error reaches ``answered_target``, with at most ``budget`` of the traffic escalated and at
+    least ``oos_recall_min`` of the held-out out-of-scope queries (``oos_conf``). Returns
+    (threshold or None when no value qualifies, figures at it).
+
+    The reviewed questions do not check the calibrator on the unreviewed ones: they are the
+    questions an earlier model was unsure of, harder than their features say, and scaling the
+    unreviewed answers by their ratio of right to expected answers escalated half the traffic
+    that BANKING77's TEST showed safe to answer (docs/cold_start.md).
+    """
+    grid = np.asarray(TAU_REVIEW_GRID if grid is None else grid, dtype=float)
+    lc = np.asarray(labelled_conf, dtype=float)
+    lok = np.asarray(labelled_correct, dtype=float)
+    uc = np.asarray(unlabelled_conf, dtype=float)
+    total = labelled_weight * len(lc) + len(uc)
+    if total <= 0:
+        return None, {}
+    oos = np.sort(np.asarray(oos_conf, dtype=float)) if oos_conf is not None else None
+    for t in grid:
+        above_l = lc >= t - 1e-12
+        above_u = uc >= t - 1e-12
+        answered = labelled_weight * above_l.sum() + above_u.sum()
+        if answered <= 0:
+            break
+        accuracy = (labelled_weight * lok[above_l].sum() + uc[above_u].sum()) / answered
+        error = math.sqrt(max(accuracy * (1.0 - accuracy), 0.0) / answered)
+        escalated = 1.0 - answered / total
+        if oos is not None and len(oos):
+            oos_recall = np.searchsorted(oos, t - 1e-12, side="left") / len(oos)
+            if oos_recall < oos_recall_min - 1e-9:
+                continue
+        if escalated > budget + 1e-9:
+            break  # higher thresholds escalate more
+        if accuracy - error >= answered_target - 1e-9:
+            return float(t), {
+                "estimated_answered_accuracy": round(float(accuracy), 4),
+                "estimated_coverage": round(1.0 - float(escalated), 4),
+            }
+    return None, {}
 
 
 def _review_within_budget(

@@ -4,7 +4,7 @@
 ``fit_models`` runs the named stages of ``app.nlp.pipeline`` in order, each passing a typed
 result to the next: splits (held-out folds or one split), fit FastText and fit BERT per fold,
 replay the held-out queries through both routes, calibrate, tune the tiers and thresholds,
-refit on all the data, publish. ``train_models`` reads the database (the data stage), runs
+refit on all the data, choose ``tau_review`` on recent traffic when reviews allow, publish. ``train_models`` reads the database (the data stage), runs
 the pipeline, saves the version folder through the store (app/nlp/store.py), enters it in the
 registry (app/nlp/registry.py) and, unless it is a candidate, makes it active.
 """
@@ -35,7 +35,8 @@ from app.nlp.pipeline.publish import TrainedModels, publish
 from app.nlp.pipeline.refit import refit as refit_models
 from app.nlp.pipeline.replay import replay_held_out
 from app.nlp.pipeline.splits import VAL_FRACTION, plan_held_out
-from app.nlp.pipeline.tune import tune
+from app.nlp.pipeline.traffic import review_on_recent_traffic
+from app.nlp.pipeline.tune import effective_tier_map, tune
 from app.nlp.store import save_version
 from app.nlp.thresholds import (
     ANSWERED_TARGET,
@@ -83,7 +84,7 @@ def fit_models(
     plan = plan_held_out(
         data, validation=validation, val_fraction=val_fraction, seed=seed, refit=refit
     )
-    bar = Progress(progress, len(plan.folds) + (7 if plan.refit else 5))
+    bar = Progress(progress, len(plan.folds) + (8 if plan.refit else 6))
     try:
         fasttext = fit_fasttext(data, plan, seed=seed, note=bar.note)
         bar.step("fasttext")
@@ -127,6 +128,18 @@ def fit_models(
             step=bar.step,
         )
         bert.release_training_encoders()  # the fp32 copies are only needed while training
+        tuned = review_on_recent_traffic(
+            data,
+            plan,
+            calibrated,
+            tuned,
+            serving,
+            effective_tier_map(data, tuned),
+            answered_target=answered_target,
+            budget=budget,
+            note=bar.note,
+        )
+        bar.step("traffic")
         trained = publish(
             data,
             plan,

@@ -13,6 +13,7 @@ replay held-out           ``replay.py``                  ``HeldOutReplay`` (``Ro
 calibrate                 ``calibrate.py``               ``Calibrated``
 tune                      ``tune.py``                    ``Tuned`` (thresholds, tiers)
 refit                     ``refit.py``                   ``ServingModels``
+traffic                   ``traffic.py``                 ``Tuned`` (``tau_review`` on traffic)
 publish                   ``publish.py``                 ``TrainedModels`` (what a version saves)
 ========================  =============================  ==========================================
 

@@ -2,7 +2,8 @@
 
 ``TrainingData`` holds the labelled texts (intent examples of every origin, article titles and
 alternate questions), the published articles as training sees them (``KbArticle``), the
-declared tiers and the development out-of-scope queries. Errors are ``TrainingError`` with the
+declared tiers, the development out-of-scope queries and the recent live questions the bot
+routed (``traffic``, what ``traffic.py`` chooses ``tau_review`` on). Errors are ``TrainingError`` with the
 file and line when a file is at fault.
 """
 
@@ -21,6 +22,8 @@ from pathlib import Path
 from app.vocab import is_out_of_scope_category
 
 GENERATED_NEGATIVES = 60
+# The most recent customer questions the bot routed that training reads (``recent_traffic``).
+TRAFFIC_MAX = 5000
 
 
 class TrainingError(RuntimeError):
@@ -45,6 +48,11 @@ class TrainingData:
     articles: list[KbArticle]
     declared_tiers: dict[str, str] = field(default_factory=dict)
     oos_texts: list[str] = field(default_factory=list)
+    # Recent customer questions the bot routed, newest first (not training data: never hashed).
+    traffic: list[str] = field(default_factory=list)
+    # How many of ``texts`` are intent examples (imported or taught); the rest are the KB's own
+    # titles and alternate questions.
+    n_examples: int = 0
 
     def data_hash(self) -> str:
         digest = hashlib.sha256()
@@ -172,6 +180,7 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     for text, intent in session.execute(select(TrainingExample.text, TrainingExample.intent)):
         if text and text.strip() and intent:
             pairs[(text.strip(), intent)] = None
+    n_examples = len(pairs)
     articles: list[KbArticle] = []
     for art in session.scalars(
         select(Article).where(Article.published.is_(True)).order_by(Article.slug)
@@ -187,7 +196,42 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     texts = [t for t, _ in pairs]
     labels = [lab for _, lab in pairs]
     articles = with_examples_as_questions(articles, texts, labels)
-    return TrainingData(texts, labels, articles, declared, read_oos_dev(intents_dir))
+    return TrainingData(
+        texts,
+        labels,
+        articles,
+        declared,
+        read_oos_dev(intents_dir),
+        recent_traffic(session),
+        n_examples,
+    )
+
+
+def recent_traffic(session, limit: int = TRAFFIC_MAX) -> list[str]:
+    """The customer messages the bot routed (those a bot turn replies to with a route), newest
+    first, as stored (masked): what the bot is asked, reviewed or not."""
+    from sqlalchemy import select
+
+    from app.models import Message
+
+    replies = session.execute(
+        select(Message.in_reply_to)
+        .where(Message.role == "bot", Message.route.is_not(None), Message.in_reply_to.is_not(None))
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(limit)
+    ).scalars()
+    order = list(dict.fromkeys(replies))
+    texts: dict[str, str] = {}
+    for start in range(0, len(order), 500):
+        chunk = order[start : start + 500]
+        for mid, text in session.execute(
+            select(Message.id, Message.text).where(
+                Message.id.in_(chunk), Message.role == "customer"
+            )
+        ):
+            if text and text.strip():
+                texts[mid] = text.strip()
+    return [texts[mid] for mid in order if mid in texts]
 
 
 def with_examples_as_questions(

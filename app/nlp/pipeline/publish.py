@@ -1,4 +1,4 @@
-"""Stage 9, publish: the trained version as the model store saves it (``TrainedModels``),
+"""Stage 10, publish: the trained version as the model store saves it (``TrainedModels``),
 with its tiers file, its held-out metrics and which tiers serve, and why, in the user's terms
 (printed by ``tierdesk train``)."""
 
@@ -105,6 +105,9 @@ def tiers_active(
             "active": True,
             "reason": fasttext.reason + f"; simple route on {simple_share:.0%} of held-out queries",
         }
+    review = f"answers under tau_review {thresholds.tau_review} go to a person"
+    if traffic := thresholds.provenance.get("traffic"):
+        review += f" ({traffic['reason']})"
     return {
         "fasttext": intent,
         "bm25": {
@@ -123,6 +126,6 @@ def tiers_active(
         },
         "review": {
             "active": True,
-            "reason": f"answers under tau_review {thresholds.tau_review} go to a person",
+            "reason": review,
         },
     }

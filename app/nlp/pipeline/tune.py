@@ -75,6 +75,12 @@ def tune(
     return Tuned(thresholds, f1_min, per_label, figures)
 
 
+def effective_tier_map(data: TrainingData, tuned: Tuned) -> dict[str, str]:
+    """The tier of every intent at the chosen rule (``f1_min``), declared tiers winning."""
+    derived = derive_tiers(tuned.per_label, tuned.f1_min, sorted(set(data.labels)))
+    return effective_tiers(derived, data.declared_tiers)
+
+
 def reason_cutoffs(routes: RouteOutcomes) -> dict[str, float]:
     """Cut-offs that only name escalation reasons, read off in-scope held-out queries: a query
     less similar to the KB than 95% of answerable ones is called out of scope; a KL divergence

@@ -1,0 +1,155 @@
+"""Stage 9, traffic: ``tau_review`` chosen on the questions the bot is actually asked.
+
+The held-out queries the tuner reads are mostly what reviewers taught: the questions the bot
+escalated, harder than the traffic it answers, and answered by fold models that saw less data
+than the ones that serve. A threshold that keeps the promise on them keeps it on live traffic
+with room to spare, and that room is reviews nobody needed. This stage scores the recent
+questions the bot was asked (``TrainingData.traffic``) with the serving models: a reviewed
+question counts with its held-out outcome, an unreviewed one with its calibrated confidence
+(``app.nlp.thresholds.review_on_traffic``). It needs TRAFFIC_MIN_LABELLED reviewed recent
+questions among the held-out queries, and labelled texts that are mostly intent examples
+rather than the KB's own titles and alternate questions (TRAFFIC_MIN_EXAMPLES_SHARE). Otherwise
+(a new bot, ``tierdesk tune --val``, ``tierdesk eval``) the held-out threshold stands. The
+manifest says which, and why (``router.traffic``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from app.nlp.pipeline.calibrate import Calibrated
+from app.nlp.pipeline.data import TrainingData
+from app.nlp.pipeline.kb import bm25_docs
+from app.nlp.pipeline.refit import ServingModels
+from app.nlp.pipeline.splits import HeldOutPlan
+from app.nlp.pipeline.tune import Tuned
+from app.nlp.thresholds import replay, replay_out_of_scope, review_on_traffic
+
+# Traffic decides tau_review once the held-out queries hold at least this many reviewed recent
+# questions, and once at least this share of the labelled texts are intent examples: the
+# calibrators, fit on held-out queries, must have learnt mostly from questions people ask
+# before their confidences on unreviewed ones count as answers right (a new bot's calibrators
+# know its own titles and alternate questions only).
+TRAFFIC_MIN_LABELLED = 200
+TRAFFIC_MIN_EXAMPLES_SHARE = 0.5
+
+
+def review_on_recent_traffic(
+    data: TrainingData,
+    plan: HeldOutPlan,
+    calibrated: Calibrated,
+    tuned: Tuned,
+    serving: ServingModels,
+    tiers: dict[str, str],
+    *,
+    answered_target: float,
+    budget: float,
+    note: Callable[[str], None] = lambda _: None,
+) -> Tuned:
+    """``tuned`` with ``tau_review`` chosen on ``data.traffic`` when it has enough reviewed
+    questions (module docstring); the figures record what was used and why."""
+    held_texts = plan.held_out_texts()
+    figures: dict = {
+        "questions": len(data.traffic),
+        "held_out_tau_review": tuned.thresholds.tau_review,
+    }
+    if not plan.refit:
+        return _with(tuned, figures, used=False, reason="the held-out set was given")
+    at_point = replay(calibrated.outcomes, tiers, tuned.thresholds)
+    outcome = {
+        text: (float(c), bool(ok))
+        for text, c, ok in zip(held_texts, at_point.conf, at_point.correct, strict=True)
+    }
+    trained_on = set(plan.texts)
+    labelled = [outcome[t] for t in data.traffic if t in outcome]
+    n_trained = sum(t in trained_on for t in data.traffic)
+    unlabelled = [t for t in data.traffic if t not in trained_on]
+    figures.update(reviewed=n_trained, reviewed_held_out=len(labelled), unreviewed=len(unlabelled))
+    if len(labelled) < TRAFFIC_MIN_LABELLED:
+        return _with(
+            tuned,
+            figures,
+            used=False,
+            reason=f"{len(labelled)} reviewed recent questions held out (at least "
+            f"{TRAFFIC_MIN_LABELLED} needed): the held-out threshold stands",
+        )
+    share = data.n_examples / max(len(data.texts), 1)
+    if share < TRAFFIC_MIN_EXAMPLES_SHARE:
+        return _with(
+            tuned,
+            figures,
+            used=False,
+            reason=f"{data.n_examples} of {len(data.texts)} labelled texts are intent examples, "
+            f"the rest the KB's own titles and questions (at least "
+            f"{TRAFFIC_MIN_EXAMPLES_SHARE:.0%} examples needed): the held-out threshold stands",
+        )
+    note(f"traffic: {len(unlabelled)} recent questions")
+    router = _serving_router(data, calibrated, tuned, serving, tiers)
+    conf = []
+    for text in unlabelled:
+        decision = router.route(text)
+        conf.append(decision.confidence if decision.article is not None else 0.0)
+    threshold, estimate = review_on_traffic(
+        np.array([c for c, _ in labelled]),
+        np.array([ok for _, ok in labelled]),
+        n_trained / len(labelled),  # a split holds out a share of what reviewers taught
+        np.array(conf),
+        replay_out_of_scope(calibrated.outcomes, tiers, tuned.thresholds),
+        answered_target,
+        budget=budget,
+    )
+    if threshold is None:
+        return _with(
+            tuned,
+            figures,
+            used=False,
+            reason="no threshold reaches the target on recent traffic: the held-out one stands",
+        )
+    figures.update(estimate)
+    return _with(
+        tuned,
+        figures,
+        used=True,
+        reason=f"chosen on {len(data.traffic)} recent questions ({n_trained} reviewed)",
+        tau_review=threshold,
+    )
+
+
+def _with(tuned: Tuned, figures: dict, *, used: bool, reason: str, tau_review=None) -> Tuned:
+    traffic = {**figures, "used": used, "reason": reason}
+    if tau_review is not None:
+        traffic["tau_review"] = tau_review
+    th = tuned.thresholds
+    thresholds = dataclasses.replace(
+        th,
+        tau_review=th.tau_review if tau_review is None else float(tau_review),
+        provenance={**th.provenance, "traffic": traffic},
+    )
+    return dataclasses.replace(
+        tuned, thresholds=thresholds, figures={**tuned.figures, "traffic": traffic}
+    )
+
+
+def _serving_router(
+    data: TrainingData,
+    calibrated: Calibrated,
+    tuned: Tuned,
+    serving: ServingModels,
+    tiers: dict[str, str],
+):
+    from app.nlp.bm25 import BM25Retriever
+    from app.nlp.router import Router, RouterModels
+
+    return Router(
+        RouterModels(
+            fasttext=serving.fasttext,
+            bm25=BM25Retriever(bm25_docs(data.articles)),
+            bert=serving.bert,
+            calibration=calibrated.calibration,
+            thresholds=tuned.thresholds,
+            tiers=tiers,
+        )
+    )
