@@ -120,3 +120,49 @@ def test_calibrators_that_know_only_the_kb_do_not_judge_traffic(monkeypatch):
     assert figures["used"] is False
     assert "intent examples" in figures["reason"], figures
     assert trained.thresholds.tau_review == figures["held_out_tau_review"]
+
+
+@pytest.mark.slow
+def test_train_reads_chat_traffic_and_what_reviewers_taught_of_it(trained_app, monkeypatch):
+    """Questions through the chat API, some handed to a person and taught by a reviewer through
+    the console's teaching path: the next ``tierdesk train`` reads all of them as recent
+    traffic, the taught ones as reviewed (held-out) questions, and judges tau_review on them."""
+    from fixtures_nlp import current_manifest
+
+    from app.cli import main
+    from app.review.service import known_intents, teach_intent
+
+    monkeypatch.setattr(traffic, "TRAFFIC_MIN_LABELLED", 5)
+    client = trained_app.test_client()
+    handed = [
+        "my card still has not arrived after two weeks",
+        "the new card I ordered never showed up",
+        "how long until my replacement card is delivered",
+        "is my card lost in the post",
+        "card delivery is taking forever",
+        "nobody has sent me my card yet",
+        "when does the card I ordered get here",
+        "i am still waiting for the card to arrive",
+    ]
+    asked = ["how do I change my PIN", "which exchange rate applies", "what is a top up", "hello"]
+    ids = []
+    for text in handed:
+        body = client.post("/api/v1/chat", json={"message": text, "handoff": True}).get_json()
+        assert body["status"] != "answered", body
+        ids.append(body["message_id"])
+    for text in asked:
+        assert client.post("/api/v1/chat", json={"message": text}).status_code == 200
+    url = trained_app.config["SQLALCHEMY_DATABASE_URI"]
+    with session_scope(url) as session:
+        intent = known_intents(session)[0]
+        for message_id in ids:  # the bot's turn; the reviewer teaches the question it answers
+            question = session.get(Message, session.get(Message, message_id).in_reply_to)
+            teach_intent(session, question.text, intent)
+
+    result = trained_app.test_cli_runner().invoke(main, ["train", "--quiet"])
+    assert result.exit_code == 0, result.output
+    figures = current_manifest(trained_app.config["MODELS_DIR"])["metrics"]["router"]["traffic"]
+    assert figures["questions"] == len(handed) + len(asked)
+    assert figures["reviewed"] == figures["reviewed_held_out"] == len(handed)
+    assert figures["unreviewed"] == len(asked)
+    assert "needed" not in figures["reason"], figures  # enough reviews: traffic was judged

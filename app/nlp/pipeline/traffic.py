@@ -60,13 +60,13 @@ def review_on_recent_traffic(
         return _with(tuned, figures, used=False, reason="the held-out set was given")
     at_point = replay(calibrated.outcomes, tiers, tuned.thresholds)
     outcome = {
-        text: (float(c), bool(ok))
+        _key(text): (float(c), bool(ok))
         for text, c, ok in zip(held_texts, at_point.conf, at_point.correct, strict=True)
     }
-    trained_on = set(plan.texts)
-    labelled = [outcome[t] for t in data.traffic if t in outcome]
-    n_trained = sum(t in trained_on for t in data.traffic)
-    unlabelled = [t for t in data.traffic if t not in trained_on]
+    trained_on = {_key(t) for t in plan.texts}
+    labelled = [outcome[_key(t)] for t in data.traffic if _key(t) in outcome]
+    n_trained = sum(_key(t) in trained_on for t in data.traffic)
+    unlabelled = [t for t in data.traffic if _key(t) not in trained_on]
     figures.update(reviewed=n_trained, reviewed_held_out=len(labelled), unreviewed=len(unlabelled))
     if len(labelled) < TRAFFIC_MIN_LABELLED:
         return _with(
@@ -116,6 +116,12 @@ def review_on_recent_traffic(
         reason=f"chosen on {len(data.traffic)} recent questions ({n_trained} reviewed)",
         tau_review=threshold,
     )
+
+
+def _key(text: str) -> str:
+    """A question as stored and as taught compare equal (the console drops control characters
+    and outer spaces of what it teaches)."""
+    return " ".join("".join(ch for ch in text if ch.isprintable() or ch.isspace()).split())
 
 
 def _with(tuned: Tuned, figures: dict, *, used: bool, reason: str, tau_review=None) -> Tuned:
