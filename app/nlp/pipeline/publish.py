@@ -107,7 +107,7 @@ def tiers_active(
         }
     review = f"answers under tau_review {thresholds.tau_review} go to a person"
     if traffic := thresholds.provenance.get("traffic"):
-        review += f" ({traffic['reason']})"
+        review += f"; {traffic['reason']}"
     return {
         "fasttext": intent,
         "bm25": {

@@ -57,7 +57,7 @@ def review_on_recent_traffic(
         "held_out_tau_review": tuned.thresholds.tau_review,
     }
     if not plan.refit:
-        return _with(tuned, figures, used=False, reason="the held-out set was given")
+        return _with(tuned, figures, used=False, reason="chosen on the given held-out set")
     at_point = replay(calibrated.outcomes, tiers, tuned.thresholds)
     outcome = {
         _key(text): (float(c), bool(ok))
@@ -73,8 +73,8 @@ def review_on_recent_traffic(
             tuned,
             figures,
             used=False,
-            reason=f"{len(labelled)} reviewed recent questions held out (at least "
-            f"{TRAFFIC_MIN_LABELLED} needed): the held-out threshold stands",
+            reason=f"chosen on held-out queries: {len(labelled)} of the recent questions were "
+            f"reviewed ({TRAFFIC_MIN_LABELLED} needed to choose it on traffic)",
         )
     share = data.n_examples / max(len(data.texts), 1)
     if share < TRAFFIC_MIN_EXAMPLES_SHARE:
@@ -82,9 +82,9 @@ def review_on_recent_traffic(
             tuned,
             figures,
             used=False,
-            reason=f"{data.n_examples} of {len(data.texts)} labelled texts are intent examples, "
-            f"the rest the KB's own titles and questions (at least "
-            f"{TRAFFIC_MIN_EXAMPLES_SHARE:.0%} examples needed): the held-out threshold stands",
+            reason=f"chosen on held-out queries: {data.n_examples} of {len(data.texts)} labelled "
+            f"texts are intent examples, the rest the KB's own titles and questions "
+            f"({TRAFFIC_MIN_EXAMPLES_SHARE:.0%} needed to choose it on traffic)",
         )
     note(f"traffic: {len(unlabelled)} recent questions")
     router = _serving_router(data, calibrated, tuned, serving, tiers)
@@ -106,14 +106,14 @@ def review_on_recent_traffic(
             tuned,
             figures,
             used=False,
-            reason="no threshold reaches the target on recent traffic: the held-out one stands",
+            reason="chosen on held-out queries: no value reaches the target on recent traffic",
         )
     figures.update(estimate)
     return _with(
         tuned,
         figures,
         used=True,
-        reason=f"chosen on {len(data.traffic)} recent questions ({n_trained} reviewed)",
+        reason=f"chosen on {len(data.traffic)} recent questions, {n_trained} of them reviewed",
         tau_review=threshold,
     )
 
