@@ -60,20 +60,16 @@ def train(texts, labels, articles, oos, epochs: int):
 
 
 def router_of(trained, data):
-    from app.nlp.bm25 import BM25Retriever
-    from app.nlp.pipeline.kb import bm25_docs
-    from app.nlp.router import Router, RouterModels
+    from app.nlp.pipeline.kb import router_over
 
-    return Router(
-        RouterModels(
-            fasttext=trained.fasttext,
-            bm25=BM25Retriever(bm25_docs(data.articles)),
-            bert=trained.bert,
-            calibration=trained.calibration,
-            thresholds=trained.thresholds,
-            tiers=trained.tiers["effective"],
-            version="bench",
-        )
+    return router_over(
+        data.articles,
+        fasttext=trained.fasttext,
+        bert=trained.bert,
+        calibration=trained.calibration,
+        thresholds=trained.thresholds,
+        tiers=trained.tiers["effective"],
+        version="bench",
     )
 
 

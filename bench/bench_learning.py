@@ -11,10 +11,10 @@ simulated reviewer who teaches its true intent (its category) through the review
 code path, ``app.review.service.teach_intent``. Every ``--every`` questions the models are
 retrained from the database as ``tierdesk train`` trains them (with a frozen BERT encoder:
 under 6,000 texts the held-out folds never fine-tune it), and the replay goes on through the
-new router. Before any traffic and at each checkpoint, the current
-router answers BANKING77 TEST (``--test-limit`` samples it): automation (answered and right,
-over all TEST queries), coverage, answered accuracy, the share of ``intents/out_of_scope/
-test.csv`` escalated, reviews spent so far and the retrain's wall time.
+new router. Before any traffic and at each checkpoint, the current router answers BANKING77
+TEST (``--test-limit`` samples it): automation (answered and right, over all TEST queries),
+coverage, answered accuracy, the share of ``intents/out_of_scope/test.csv`` escalated, reviews
+spent so far and the retrain's wall time.
 
     python bench/bench_learning.py                                   # the full replay (10,003)
     python bench/bench_learning.py --limit 600 --every 300 --test-limit 300   # a quick run
@@ -57,12 +57,10 @@ DEFAULT_PLOT = ROOT / "docs" / "learning.png"
 
 
 def retrain(session, seed: int, answered_target: float = ANSWERED_TARGET):
-    """A quick retrain on everything the database holds, and the router serving it (built as
-    ``app.nlp.engine.Engine._make_router`` builds it). Returns (router, seconds, info)."""
-    from app.nlp.bm25 import BM25Retriever
+    """A retrain on everything the database holds, and the router serving it (``router_over``,
+    as ``app.nlp.engine.Engine._make_router`` builds one). Returns (router, seconds, info)."""
     from app.nlp.pipeline.data import data_from_db
-    from app.nlp.pipeline.kb import bm25_docs
-    from app.nlp.router import Router, RouterModels
+    from app.nlp.pipeline.kb import router_over
     from app.nlp.training import fit_models
 
     started = time.perf_counter()
@@ -70,15 +68,13 @@ def retrain(session, seed: int, answered_target: float = ANSWERED_TARGET):
     trained = fit_models(
         data, fine_tune_epochs=0, progress=False, seed=seed, answered_target=answered_target
     )
-    router = Router(
-        RouterModels(
-            fasttext=trained.fasttext,
-            bm25=BM25Retriever(bm25_docs(data.articles)),
-            bert=trained.bert,  # fit_models indexed it on data.articles
-            calibration=trained.calibration,
-            thresholds=trained.thresholds,
-            tiers=trained.tiers["effective"],
-        )
+    router = router_over(
+        data.articles,
+        fasttext=trained.fasttext,
+        bert=trained.bert,  # fit_models indexed it on data.articles
+        calibration=trained.calibration,
+        thresholds=trained.thresholds,
+        tiers=trained.tiers["effective"],
     )
     seconds = time.perf_counter() - started
     info = {

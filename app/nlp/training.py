@@ -4,9 +4,10 @@
 ``fit_models`` runs the named stages of ``app.nlp.pipeline`` in order, each passing a typed
 result to the next: splits (held-out folds or one split), fit FastText and fit BERT per fold,
 replay the held-out queries through both routes, calibrate, tune the tiers and thresholds,
-refit on all the data, choose ``tau_review`` on recent traffic when reviews allow, publish. ``train_models`` reads the database (the data stage), runs
-the pipeline, saves the version folder through the store (app/nlp/store.py), enters it in the
-registry (app/nlp/registry.py) and, unless it is a candidate, makes it active.
+refit on all the data, choose ``tau_review`` on recent traffic when reviews allow, publish.
+``train_models`` reads the database (the data stage), runs the pipeline, saves the version
+folder through the store (app/nlp/store.py), enters it in the registry (app/nlp/registry.py)
+and, unless it is a candidate, makes it active.
 """
 
 from __future__ import annotations

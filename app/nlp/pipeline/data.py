@@ -3,8 +3,8 @@
 ``TrainingData`` holds the labelled texts (intent examples of every origin, article titles and
 alternate questions), the published articles as training sees them (``KbArticle``), the
 declared tiers, the development out-of-scope queries and the recent live questions the bot
-routed (``traffic``, what ``traffic.py`` chooses ``tau_review`` on). Errors are ``TrainingError`` with the
-file and line when a file is at fault.
+routed (``traffic``, on which ``traffic.py`` chooses ``tau_review``). Errors are
+``TrainingError`` with the file and line when a file is at fault.
 """
 
 from __future__ import annotations

@@ -78,3 +78,32 @@ def bert_with_kb(
 ) -> BertTier:
     """``bert`` indexed on ``entries`` (``BertTier.with_kb``): the engine's KB reload."""
     return bert.with_kb(entries, reuse_from=reuse_from)
+
+
+def router_over(
+    articles: Sequence[KbArticle],
+    *,
+    fasttext,
+    bert: BertTier,
+    calibration,
+    thresholds,
+    tiers,
+    version: str | None = None,
+):
+    """A router over ``articles`` with freshly trained parts (``bert`` already indexed on them),
+    as the engine builds one for a loaded version: for training stages and benchmarks that
+    route with models not yet saved."""
+    from app.nlp.bm25 import BM25Retriever
+    from app.nlp.router import Router, RouterModels
+
+    return Router(
+        RouterModels(
+            fasttext=fasttext,
+            bm25=BM25Retriever(bm25_docs(articles)),
+            bert=bert,
+            calibration=calibration,
+            thresholds=thresholds,
+            tiers=tiers,
+            version=version,
+        )
+    )

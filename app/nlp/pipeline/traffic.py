@@ -22,7 +22,7 @@ import numpy as np
 
 from app.nlp.pipeline.calibrate import Calibrated
 from app.nlp.pipeline.data import TrainingData
-from app.nlp.pipeline.kb import bm25_docs
+from app.nlp.pipeline.kb import router_over
 from app.nlp.pipeline.refit import ServingModels
 from app.nlp.pipeline.splits import HeldOutPlan
 from app.nlp.pipeline.tune import Tuned
@@ -87,7 +87,14 @@ def review_on_recent_traffic(
             f"({TRAFFIC_MIN_EXAMPLES_SHARE:.0%} needed to choose it on traffic)",
         )
     note(f"traffic: {len(unlabelled)} recent questions")
-    router = _serving_router(data, calibrated, tuned, serving, tiers)
+    router = router_over(
+        data.articles,
+        fasttext=serving.fasttext,
+        bert=serving.bert,
+        calibration=calibrated.calibration,
+        thresholds=tuned.thresholds,
+        tiers=tiers,
+    )
     conf = []
     for text in unlabelled:
         decision = router.route(text)
@@ -136,26 +143,4 @@ def _with(tuned: Tuned, figures: dict, *, used: bool, reason: str, tau_review=No
     )
     return dataclasses.replace(
         tuned, thresholds=thresholds, figures={**tuned.figures, "traffic": traffic}
-    )
-
-
-def _serving_router(
-    data: TrainingData,
-    calibrated: Calibrated,
-    tuned: Tuned,
-    serving: ServingModels,
-    tiers: dict[str, str],
-):
-    from app.nlp.bm25 import BM25Retriever
-    from app.nlp.router import Router, RouterModels
-
-    return Router(
-        RouterModels(
-            fasttext=serving.fasttext,
-            bm25=BM25Retriever(bm25_docs(data.articles)),
-            bert=serving.bert,
-            calibration=calibrated.calibration,
-            thresholds=tuned.thresholds,
-            tiers=tiers,
-        )
     )
