@@ -11,7 +11,14 @@ from app.cli import main
 from app.nlp.passages import plain_text, split_passages
 from app.nlp.pipeline.data import KbArticle, TrainingData, with_examples_as_questions
 from app.nlp.pipeline.kb import bm25_docs, kb_entries
-from app.nlp.pipeline.splits import FOLD_TEXTS_MAX, HELD_OUT_MAX, held_out_folds
+from app.nlp.pipeline.splits import (
+    FOLD_TEXTS_MAX,
+    FOLDS,
+    HELD_OUT_MAX,
+    REPEAT_TEXTS_MAX,
+    REPEATS,
+    held_out_folds,
+)
 from app.nlp.training import fit_models
 
 PLAIN_FAQ = (
@@ -25,14 +32,27 @@ PLAIN_FAQ = (
 )
 
 
-def test_folds_hold_every_text_out_once_even_single_example_intents():
+def test_folds_hold_every_text_out_once_per_draw_even_single_example_intents():
     labels = ["a", "b", "c", "c", "d"]
     mode, folds = held_out_folds(labels, val_fraction=0.15, seed=0)
     assert mode == "folds"
-    held = sorted(i for _, h in folds for i in h)
-    assert held == list(range(len(labels)))  # every text once, one-example intents included
+    assert len(folds) == REPEATS * len(labels)  # a fold per text (under FOLDS), per draw
+    per_draw = len(folds) // REPEATS
+    draws = [folds[i * per_draw : (i + 1) * per_draw] for i in range(REPEATS)]
+    for draw in draws:  # every text once, one-example intents included
+        assert sorted(i for _, h in draw for i in h) == list(range(len(labels)))
     for fit, h in folds:
         assert not set(fit) & set(h) and sorted([*fit, *h]) == list(range(len(labels)))
+
+
+def test_folds_are_drawn_once_beyond_a_small_set():
+    labels = [f"intent-{i % 50}" for i in range(REPEAT_TEXTS_MAX + 1)]
+    mode, folds = held_out_folds(labels, val_fraction=0.15, seed=0)
+    assert mode == "folds" and len(folds) == FOLDS
+    assert sorted(i for _, h in folds for i in h) == list(range(len(labels)))
+    _, small = held_out_folds(labels[:REPEAT_TEXTS_MAX], val_fraction=0.15, seed=0)
+    assert len(small) == REPEATS * FOLDS
+    assert [h for _, h in small[:FOLDS]] != [h for _, h in small[FOLDS : 2 * FOLDS]]
 
 
 def test_a_large_kb_of_one_text_intents_still_gets_held_out_queries():
@@ -138,7 +158,8 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     manifest = json.loads(manifest_path.read_text())
     assert manifest["tiers_active"]["bert"]["active"] is True
     assert manifest["metrics"]["held_out"]["mode"] == "folds"
-    assert manifest["metrics"]["held_out"]["queries"] == 3
+    assert manifest["metrics"]["held_out"]["queries"] == 3 * REPEATS  # each title, per draw
+    assert manifest["metrics"]["held_out"]["repeats"] == REPEATS
     # a new bot: nobody has asked it anything, so the held-out threshold stands
     assert manifest["metrics"]["router"]["traffic"]["used"] is False
     assert manifest["metrics"]["router"]["traffic"]["questions"] == 0
@@ -163,7 +184,7 @@ def test_single_example_intents_train_beside_rich_ones():
         KbArticle("fx", "Exchange rates abroad", [], "We use the daily rate.", "exchange_rate"),
     ]
     trained = fit_models(TrainingData(texts, labels, articles), progress=False)
-    assert trained.metrics["held_out"]["queries"] == len(texts)
+    assert trained.metrics["held_out"]["queries"] == REPEATS * len(texts)
     assert set(trained.tiers["effective"]) == set(labels)
     assert trained.thresholds.provenance["held_out"] == "folds"
 

@@ -14,7 +14,7 @@ from app.nlp.pipeline.data import TrainingData
 from app.nlp.pipeline.fit import BertFit, FastTextFit
 from app.nlp.pipeline.refit import ServingModels
 from app.nlp.pipeline.replay import HeldOutReplay
-from app.nlp.pipeline.splits import HeldOutPlan
+from app.nlp.pipeline.splits import HeldOutPlan, fold_repeats
 from app.nlp.pipeline.tune import Tuned
 from app.nlp.thresholds import Thresholds
 from app.nlp.tiers import derive_tiers, effective_tiers
@@ -67,7 +67,12 @@ def publish(
         "bert_fine_tune": bert.models[0].metadata.get("fine_tune"),
         "calibration": calibrated.metrics,
         "router": tuned.figures,
-        "held_out": {"mode": plan.mode, "folds": len(plan.folds), "queries": n},
+        "held_out": {
+            "mode": plan.mode,
+            "folds": len(plan.folds),
+            "repeats": fold_repeats(len(plan.texts)) if plan.mode == "folds" else 1,
+            "queries": n,
+        },
         "n_train": len(data.texts),
         "n_val": n,
         "n_oos_negatives": len(plan.negatives),

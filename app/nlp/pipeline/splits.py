@@ -1,7 +1,8 @@
 """Stage 2, splits: which texts are held out, against models and indexes that never saw them.
 
 Under FOLD_TEXTS_MAX labelled texts, FOLDS folds in which every text is held out once (a plain
-FAQ of 40 titles gives 40 held-out queries, not 6); from it on, one stratified split (15%, at
+FAQ of 40 titles gives 40 held-out queries, not 6), drawn REPEATS times up to REPEAT_TEXTS_MAX
+texts (120 held-out queries then, each text asked of three different fold models); from it on, one stratified split (15%, at
 most HELD_OUT_MAX; one-text intents sampled too, so a KB without intent data still has
 held-out queries). ``tierdesk tune --val`` gives the held-out set instead (mode ``given``).
 Each fold also gets its share of the out-of-scope negatives (development queries and
@@ -26,6 +27,11 @@ FOLD_TEXTS_MAX = 6000
 # all, so held-out answers understate live ones less (docs/cold_start.md: five folds take
 # ~0.7x the time and escalate more).
 FOLDS = 10
+# Up to this many labelled texts the folds are drawn REPEATS times (each text held out once per
+# repeat, by models of a different fold draw): on a small FAQ one unlucky draw decides which
+# few answers sit at the top of the held-out curve, and so where tau_review lands.
+REPEAT_TEXTS_MAX = 1000
+REPEATS = 3
 # A split holds out at most this many texts (a large KB: more would only cost time).
 HELD_OUT_MAX = 3000
 
@@ -133,13 +139,22 @@ def held_out_folds(
             fit = [i for i in fit if i not in extra]
             held = sorted([*held, *extra])
         return "split", [(fit, held)]
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
     k = min(FOLDS, n)
-    folds = [sorted(order[i::k]) for i in range(k)]
-    return "folds", [
-        (sorted(set(order) - set(fold)), fold) for fold in folds if fold and len(fold) < n
-    ]
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(fold_repeats(n)):
+        order = list(range(n))
+        rng.shuffle(order)
+        folds = [sorted(order[i::k]) for i in range(k)]
+        pairs += [
+            (sorted(set(order) - set(fold)), fold) for fold in folds if fold and len(fold) < n
+        ]
+    return "folds", pairs
+
+
+def fold_repeats(n: int) -> int:
+    """How many fold draws ``n`` labelled texts get (REPEATS for a small set, else one)."""
+    return REPEATS if n <= REPEAT_TEXTS_MAX else 1
 
 
 def held_out_truth(texts: Sequence[str], labels: Sequence[str]) -> list[Truth]:
