@@ -4,9 +4,9 @@ Under FOLD_TEXTS_MAX labelled texts, FOLDS folds in which every text is held out
 FAQ of 40 titles gives 40 held-out queries, not 6), drawn REPEATS times up to REPEAT_TEXTS_MAX
 texts (120 held-out queries then, each text asked of three different fold models); from it
 on, one stratified split (15%, at most HELD_OUT_MAX; one-text intents sampled too, so a KB
-without intent data still has held-out queries). ``tierdesk tune --val`` gives the held-out set instead (mode ``given``).
-Each fold also gets its share of the out-of-scope negatives (development queries and
-generated nonsense), which are never right.
+without intent data still has held-out queries). ``tierdesk tune --val`` gives the held-out
+set instead (mode ``given``). Each fold also gets its share of the out-of-scope negatives
+(development queries and generated nonsense), which are never right.
 """
 
 from __future__ import annotations
