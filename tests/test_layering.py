@@ -69,3 +69,16 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from app.chat.text import clean_message\n")
     assert imported_modules(source) == {"app.chat.text"}
+
+
+def test_the_command_line_starts_without_torch():
+    """Every `tierdesk` command imports the CLI; only training and serving need torch (about
+    190 MiB and most of a second to load): `tierdesk kb import` or `review stats` must not."""
+    import subprocess
+    import sys
+
+    probe = "import sys, app.cli; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout

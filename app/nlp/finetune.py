@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 EPOCHS = 3
 LEARNING_RATE = 5e-5
@@ -103,6 +102,8 @@ def fine_tune(
         raise ValueError("texts, labels and frozen_vectors must have the same length")
     if getattr(encoder, "quantized", False):
         raise ValueError("fine-tune the fp32 encoder, then quantize")
+    import torch  # here, not at the top: every `tierdesk` command reads EPOCHS from this module
+
     started = time.perf_counter()
     y = np.asarray(labels, dtype=np.int64)
     centroids = np.zeros((n_labels, frozen_vectors.shape[1]), dtype=np.float32)
