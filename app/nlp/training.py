@@ -138,6 +138,7 @@ def fit_models(
             effective_tier_map(data, tuned),
             answered_target=answered_target,
             budget=budget,
+            progress=progress,
             note=bar.note,
         )
         bar.step("traffic")

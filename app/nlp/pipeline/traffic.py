@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+from tqdm import tqdm
 
 from app.nlp.pipeline.calibrate import Calibrated
 from app.nlp.pipeline.data import TrainingData
@@ -47,6 +48,7 @@ def review_on_recent_traffic(
     *,
     answered_target: float,
     budget: float,
+    progress: bool = False,
     note: Callable[[str], None] = lambda _: None,
 ) -> Tuned:
     """``tuned`` with ``tau_review`` chosen on ``data.traffic`` when it has enough reviewed
@@ -64,9 +66,10 @@ def review_on_recent_traffic(
         for text, c, ok in zip(held_texts, at_point.conf, at_point.correct, strict=True)
     }
     trained_on = {_key(t) for t in plan.texts}
-    labelled = [outcome[_key(t)] for t in data.traffic if _key(t) in outcome]
-    n_trained = sum(_key(t) in trained_on for t in data.traffic)
-    unlabelled = [t for t in data.traffic if _key(t) not in trained_on]
+    keys = [_key(t) for t in data.traffic]
+    labelled = [outcome[k] for k in keys if k in outcome]
+    n_trained = sum(k in trained_on for k in keys)
+    unlabelled = [t for t, k in zip(data.traffic, keys, strict=True) if k not in trained_on]
     figures.update(reviewed=n_trained, reviewed_held_out=len(labelled), unreviewed=len(unlabelled))
     if len(labelled) < TRAFFIC_MIN_LABELLED:
         return _with(
@@ -86,7 +89,7 @@ def review_on_recent_traffic(
             f"texts are intent examples, the rest the KB's own titles and questions "
             f"({TRAFFIC_MIN_EXAMPLES_SHARE:.0%} needed to choose it on traffic)",
         )
-    note(f"traffic: {len(unlabelled)} recent questions")
+    note(f"traffic: scoring {len(unlabelled)} unreviewed recent questions")
     router = router_over(
         data.articles,
         fasttext=serving.fasttext,
@@ -96,7 +99,9 @@ def review_on_recent_traffic(
         tiers=tiers,
     )
     conf = []
-    for text in unlabelled:
+    for text in tqdm(
+        unlabelled, desc="recent traffic", unit="q", leave=False, disable=not progress
+    ):
         decision = router.route(text)
         conf.append(decision.confidence if decision.article is not None else 0.0)
     threshold, estimate = review_on_traffic(
