@@ -237,6 +237,24 @@ def test_traced_single_query_path_equals_the_eager_encoder(quantize, monkeypatch
     assert not Encoder(default_bert_path(), quantize=False).traced
 
 
+def test_tracing_the_encoder_logs_nothing(capfd):
+    """The tracer reads every attribute of the model, and transformers warns about the training
+    loss when ``loss_function`` is read: a serving process must not print that on start-up."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    from app.nlp.bert import Encoder
+
+    logging.Logger.warning_once.cache_clear()  # transformers warns once per process
+    verbosity = hf_logging.get_verbosity()
+    capfd.readouterr()
+    assert Encoder(default_bert_path()).traced
+    err = capfd.readouterr().err
+    assert "loss_type" not in err and "ForCausalLMLoss" not in err
+    assert hf_logging.get_verbosity() == verbosity  # restored for everyone else
+
+
 @pytest.mark.slow
 def test_prior_blend_moves_the_intent_distribution_towards_the_prior(tier: BertTier):
     query = "what conversion rate do you apply to euros"

@@ -299,8 +299,14 @@ def _trace_single(model: torch.nn.Module) -> torch.jit.ScriptModule | None:
     padding; batches keep the eager model. Its outputs equal the eager model's for any length
     (tests/test_bert.py). TIERDESK_BERT_TRACE=0 turns it off.
     """
+    from transformers.utils import logging as hf_logging
+
     vocab = int(getattr(model.config, "vocab_size", 100))
     example = torch.arange(1, 5).remainder(vocab)[None, :]  # any 4 token ids: shape only
+    # The tracer probes every attribute of every submodule, and reading a transformers model's
+    # ``loss_function`` logs a warning about its (unused) training loss: not for operators.
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer warnings about Python control flow
@@ -309,6 +315,8 @@ def _trace_single(model: torch.nn.Module) -> torch.jit.ScriptModule | None:
     except Exception as exc:  # noqa: BLE001 - any checkpoint that cannot be traced runs eager
         warnings.warn(f"BERT encoder runs eager, tracing failed: {exc}", stacklevel=2)
         return None
+    finally:
+        hf_logging.set_verbosity(verbosity)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
