@@ -319,8 +319,10 @@ def tune_thresholds(
     objective = (
         f"max accuracy - {bert_cost} x BERT share (within {UTILITY_TOLERANCE}), then max "
         f"answered accuracy, with escalation <= {budget}, out-of-scope escalation >= "
-        f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; tau_review the highest within "
-        f"the escalation budget; grid step {GRID_STEP} (tau_review {REVIEW_STEP})"
+        f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; tau_review the lowest value whose "
+        f"answered accuracy minus one standard error reaches {answered_target} with "
+        f"out-of-scope escalation >= {OOS_RECALL_MIN} (the highest within the escalation "
+        f"ceiling when none does); grid step {GRID_STEP} (tau_review {REVIEW_STEP})"
     )
     simple_tier = _simple_tiers(tier_maps[f1_min], outcomes.ft_top)
     eligible = simple_eligible(simple_tier, p1, margin, tau_fast, m)
@@ -345,8 +347,8 @@ def tune_thresholds(
         f"; with escalation on, tau_verify the lowest grid value (step 0.01) whose answered "
         f"accuracy minus one standard error reaches {answered_target} within the same BERT "
         f"budget (else the most checks that budget allows, unless they answer worse than none; "
-        f"else the highest answered accuracy - {bert_cost} x BERT share), tau_review again the "
-        f"highest within the budget"
+        f"else the highest answered accuracy - {bert_cost} x BERT share), each with its own "
+        f"tau_review chosen as above"
     )
     thresholds = Thresholds(
         tau_fast=float(tau_fast),
