@@ -9,6 +9,10 @@ thresholds, derived tiers, training metrics) and ``bench/out/eval.png``.
     python bench/bench_eval.py
     python bench/bench_eval.py --limit-categories 20      # a quick run
     python bench/bench_eval.py --questions-per-article 10 # KB with a sample of questions
+    python bench/bench_eval.py --data bench/datasets/telco_intents --name eval_telco
+
+``--data`` names another ``text,category`` set (a folder with ``train.csv`` and ``test.csv``);
+its ``oos.csv``, when there is one, replaces our out-of-scope test set.
 """
 
 from __future__ import annotations
@@ -71,6 +75,12 @@ TARGETS = (
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA,
+        help="folder with train.csv and test.csv (and optionally oos.csv) [default: BANKING77]",
+    )
     parser.add_argument("--limit-categories", type=int, default=None)
     parser.add_argument("--questions-per-article", type=int, default=None)
     # A ceiling on escalations; the product's default has none (the answered target decides).
@@ -95,10 +105,19 @@ def main() -> None:
     configure_threads()  # training (the BERT fine-tune above all) uses every core
 
     OUT.mkdir(parents=True, exist_ok=True)
+    data = args.data
+    for name in ("train.csv", "test.csv"):
+        if not (data / name).is_file():
+            sys.exit(
+                f"{data / name}: no such file (--data names a folder with train.csv and test.csv)"
+            )
+    oos = (
+        data / "oos.csv" if (data / "oos.csv").is_file() else ROOT / "intents/out_of_scope/test.csv"
+    )
     report = run_eval(
-        DATA / "train.csv",
-        DATA / "test.csv",
-        ROOT / "intents" / "out_of_scope" / "test.csv",
+        data / "train.csv",
+        data / "test.csv",
+        oos,
         json_out=OUT / f"{args.name}.json",
         plot_out=OUT / f"{args.name}.png",
         limit_categories=args.limit_categories,
@@ -111,7 +130,9 @@ def main() -> None:
         **({} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}),
     )
     details = report.pop("_details")
-    print("### Routing on BANKING77 (`tierdesk eval`)\n")
+    data_name = "BANKING77" if data.resolve() == DATA.resolve() else data.name
+    oos_shown = oos.relative_to(ROOT) if oos.is_relative_to(ROOT) else oos
+    print(f"### Routing on {data_name} (`tierdesk eval`, out-of-scope: {oos_shown})\n")
     print(format_table(report))
     routes = details["route_latency_ms"]
     print(
