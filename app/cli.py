@@ -24,9 +24,6 @@ def _cli_app():
     return create_app(overrides)
 
 
-_SCHEMA_HINTS = ("no such table", "no such column", "does not exist", "undefinedtable")
-
-
 class TierdeskGroup(FlaskGroup):
     """FlaskGroup that turns "the schema is not there" into one clear line instead of a trace."""
 
@@ -41,8 +38,10 @@ class TierdeskGroup(FlaskGroup):
         except (UnsafeSettings, PatternError) as exc:
             raise click.ClickException(str(exc)) from exc
         except (OperationalError, ProgrammingError) as exc:
+            from app.db import schema_missing
+
             first_line = str(exc.orig or exc).splitlines()[0]
-            if any(hint in first_line.lower() for hint in _SCHEMA_HINTS):
+            if schema_missing(first_line):
                 raise click.ClickException(
                     f"the database has no tierdesk schema or an old one ({first_line}); "
                     "run `tierdesk db upgrade` (or `tierdesk init`) first"

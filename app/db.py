@@ -21,6 +21,17 @@ _engines: dict[str, Engine] = {}
 _factories: dict[str, sessionmaker[Session]] = {}
 
 
+# The first line of a driver error that says the schema is missing or older than the code
+# (SQLite, PostgreSQL): the cure is ``tierdesk db upgrade``, not trying again.
+SCHEMA_HINTS = ("no such table", "no such column", "does not exist", "undefinedtable")
+
+
+def schema_missing(message: str) -> bool:
+    """True when a database error's first line says the tierdesk schema is not there."""
+    first_line = message.splitlines()[0].lower() if message else ""
+    return any(hint in first_line for hint in SCHEMA_HINTS)
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")

@@ -180,13 +180,15 @@ def test_the_demo_knowledge_base_and_intents_import_cleanly(runner, db_url):
 
 
 def test_database_errors_are_reported_without_a_traceback(runner, app, tmp_path):
+    """A database without the schema: one line that names the cure (not "try again")."""
     app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{tmp_path / 'unmigrated.db'}"
     path = tmp_path / "articles.csv"
     path.write_text(csv_rows(2))
     result = runner.invoke(main, ["kb", "import", str(path)])
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "database error: no such table: articles; nothing was changed, run the command again"
+        "database error: no such table: articles; nothing was changed: the database has no "
+        "tierdesk schema or an old one, run `tierdesk db upgrade` (or `tierdesk init`) first"
     )
     dispose_engine(app.config["SQLALCHEMY_DATABASE_URI"])
 

@@ -14,7 +14,7 @@ from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from app.db import session_scope
+from app.db import schema_missing, session_scope
 from app.kb.exporter import export_articles, write_articles
 from app.kb.importer import ImportRejected, import_paths
 from app.kb.intents import (
@@ -50,7 +50,16 @@ def _database_error(exc: SQLAlchemyError) -> None:
         reason = "another import probably changed the same rows at the same time"
     else:
         reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-    click.echo(f"database error: {reason}; nothing was changed, run the command again", err=True)
+    if schema_missing(reason):
+        click.echo(
+            f"database error: {reason}; nothing was changed: the database has no tierdesk "
+            "schema or an old one, run `tierdesk db upgrade` (or `tierdesk init`) first",
+            err=True,
+        )
+    else:
+        click.echo(
+            f"database error: {reason}; nothing was changed, run the command again", err=True
+        )
     sys.exit(1)
 
 
