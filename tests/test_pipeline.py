@@ -18,6 +18,7 @@ from app.nlp.pipeline.splits import (
     REPEAT_TEXTS_MAX,
     REPEATS,
     held_out_folds,
+    plan_held_out,
 )
 from app.nlp.training import fit_models
 
@@ -53,6 +54,26 @@ def test_folds_are_drawn_once_beyond_a_small_set():
     _, small = held_out_folds(labels[:REPEAT_TEXTS_MAX], val_fraction=0.15, seed=0)
     assert len(small) == REPEATS * FOLDS
     assert [h for _, h in small[:FOLDS]] != [h for _, h in small[FOLDS : 2 * FOLDS]]
+
+
+def test_a_negative_the_kb_lists_as_its_own_question_is_not_held_out_as_one():
+    """A chit-chat KB answers "Are you a robot?": the default negative of the same words (case
+    and punctuation aside) must not count as a question the bot has to escalate."""
+    articles = [
+        KbArticle("robot", "Are you a robot", ["Are you human?"], "I am a bot.", "robot"),
+        KbArticle("hello", "Hi!", ["Hello there"], "Hello!", "hello"),
+    ]
+    texts = ["Are you a robot", "Are you human?", "Hi!", "Hello there"]
+    labels = ["robot", "robot", "hello", "hello"]
+    negatives = ["are you a ROBOT?", "hi", "Are you a robot arm?", "recipe for banana bread"]
+    data = TrainingData(texts, labels, articles, oos_texts=negatives)
+    plan = plan_held_out(data, validation=None, val_fraction=0.15, seed=0)
+    assert plan.negatives_labelled == 2
+    assert "are you a ROBOT?" not in plan.negatives and "hi" not in plan.negatives
+    assert {"Are you a robot arm?", "recipe for banana bread"} <= set(plan.negatives)
+    # every fold's held-out queries carry the remaining negatives only
+    queries = [q for i in range(len(plan.folds)) for q in plan.queries(i)[0]]
+    assert "hi" not in queries and "recipe for banana bread" in queries
 
 
 def test_a_large_kb_of_one_text_intents_still_gets_held_out_queries():
@@ -160,6 +181,7 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     assert manifest["metrics"]["held_out"]["mode"] == "folds"
     assert manifest["metrics"]["held_out"]["queries"] == 3 * REPEATS  # each title, per draw
     assert manifest["metrics"]["held_out"]["repeats"] == REPEATS
+    assert manifest["metrics"]["n_oos_negatives_in_kb"] == 0  # none of these titles is one
     # a new bot: nobody has asked it anything, so the held-out threshold stands
     assert manifest["metrics"]["router"]["traffic"]["used"] is False
     assert manifest["metrics"]["router"]["traffic"]["questions"] == 0

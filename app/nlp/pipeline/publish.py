@@ -76,6 +76,8 @@ def publish(
         "n_train": len(data.texts),
         "n_val": n,
         "n_oos_negatives": len(plan.negatives),
+        # default negatives the KB lists as its own questions, so not held out as negatives
+        "n_oos_negatives_in_kb": plan.negatives_labelled,
         "n_intents": len(set(data.labels)),
         "tiers_active": tiers_active(
             fasttext, tuned.thresholds, tuned.figures, serving.bert, len(data.articles)

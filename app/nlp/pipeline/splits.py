@@ -6,7 +6,8 @@ texts (120 held-out queries then, each text asked of three different fold models
 on, one stratified split (15%, at most HELD_OUT_MAX; one-text intents sampled too, so a KB
 without intent data still has held-out queries). ``tierdesk tune --val`` gives the held-out
 set instead (mode ``given``). Each fold also gets its share of the out-of-scope negatives
-(development queries and generated nonsense), which are never right.
+(development queries and generated nonsense), which are never right; a negative that is one
+of the labelled texts (a chit-chat KB lists "Are you a robot?" as its own question) is not one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.nlp.intent import stratified_split
+from app.nlp.normalize import tokenize
 from app.nlp.pipeline.data import TrainingData, TrainingError, generated_negatives
 
 VAL_FRACTION = 0.15
@@ -58,6 +60,8 @@ class HeldOutPlan:
     folds: list[Fold]
     negatives: list[str]
     refit: bool  # retrain on all the data for serving (not when the held-out set was given)
+    # Negatives left out because a labelled text is the same question (``in_scope_negatives``).
+    negatives_labelled: int = 0
 
     @property
     def shared_encoder(self) -> bool:
@@ -106,16 +110,33 @@ def plan_held_out(
         refit = False
     if not pairs or not any(held for _, held in pairs):
         raise TrainingError("too few texts to hold any out for tuning (need at least 2)")
-    negatives = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
+    candidates = list(dict.fromkeys([*data.oos_texts, *generated_negatives(seed=seed)]))
+    labelled = in_scope_negatives(candidates, texts)
     return HeldOutPlan(
         mode=mode,
         texts=texts,
         labels=labels,
         truth=held_out_truth(texts, labels),
         folds=[Fold(fit, held) for fit, held in pairs],
-        negatives=negatives,
+        negatives=[t for t in candidates if t not in labelled],
         refit=refit,
+        negatives_labelled=len(labelled),
     )
+
+
+def _question_key(text: str) -> str:
+    """A question's words, lower-cased, without punctuation: "Make me laugh!" = "make me laugh"."""
+    return " ".join(tokenize(text, stem_words=False, drop_stopwords=False))
+
+
+def in_scope_negatives(negatives: Sequence[str], texts: Sequence[str]) -> set[str]:
+    """The out-of-scope negatives that are the same question as a labelled text (the same
+    words, case and punctuation aside). The default negatives are a guess at what a support
+    bot is not asked; a KB that lists one of them as its own question (a chit-chat export
+    answers "Are you a robot?" and "hi") says otherwise, and held out as never right it would
+    make the tuner escalate the KB's own answers."""
+    keys = {_question_key(t) for t in texts}
+    return {t for t in negatives if (key := _question_key(t)) and key in keys}
 
 
 def held_out_folds(
