@@ -175,6 +175,8 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     result = runner.invoke(main, ["train", "--quiet"])
     assert result.exit_code == 0, result.output
     assert "tiers:" in result.output and "bert: on" in result.output
+    # three titles to learn from, none of them an intent example anyone imported or taught
+    assert "3 labelled texts (0 intent examples, the rest the KB's titles" in result.output
     manifest_path = next((tmp_path / "models" / "versions").iterdir()) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     assert manifest["tiers_active"]["bert"]["active"] is True

@@ -171,6 +171,9 @@ def distill(config: Mapping, *, min_confidence: float | None = None, progress: b
         data.articles,
         data.declared_tiers,
         data.oos_texts,
+        # No recent traffic: the logged questions are now examples labelled by the teacher, and
+        # their held-out outcomes would grade the student against the teacher, not a person.
+        n_examples=data.n_examples + len(keep),
     )
     trained = fit_models(
         extended,
@@ -194,5 +197,6 @@ def distill(config: Mapping, *, min_confidence: float | None = None, progress: b
         len(extended.texts),
         len(set(extended.labels)),
         len(extended.articles),
+        extended.n_examples,
     )
     return report, sources

@@ -165,9 +165,10 @@ class TrainReport:
     train_seconds: float
     metrics: dict
     thresholds: Thresholds
-    n_examples: int
+    n_texts: int  # labelled texts: intent examples plus the KB's titles and alternate questions
     n_intents: int
     n_articles: int
+    n_intent_examples: int = 0  # of them, examples imported or taught (not the KB's own)
 
     def summary(self) -> str:
         r = self.metrics.get("router", {})
@@ -180,8 +181,9 @@ class TrainReport:
 
     def _figures(self, r: dict) -> str:
         return (
-            f"version {self.version}: {self.n_examples} examples, {self.n_intents} intents, "
-            f"{self.n_articles} articles in {self.train_seconds:.0f}s; held-out accuracy "
+            f"version {self.version}: {self.n_texts} labelled texts ({self.n_intent_examples} "
+            f"intent examples, the rest the KB's titles and questions), {self.n_intents} "
+            f"intents, {self.n_articles} articles in {self.train_seconds:.0f}s; held-out accuracy "
             f"fasttext {self.metrics.get('fasttext_val_accuracy')}, bert "
             f"{self.metrics.get('bert_val_accuracy')}, router {r.get('val_accuracy')} "
             f"(answered {r.get('val_answered_accuracy')} at coverage "
@@ -231,6 +233,7 @@ def train_models(
         len(data.texts),
         len(set(data.labels)),
         len(data.articles),
+        data.n_examples,
     )
 
 
