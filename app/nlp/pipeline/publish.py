@@ -76,7 +76,7 @@ def publish(
         "n_train": len(data.texts),
         "n_val": n,
         "n_oos_negatives": len(plan.negatives),
-        # default negatives the KB lists as its own questions, so not held out as negatives
+        # out-of-scope negatives that are also labelled texts (a KB question), not held out
         "n_oos_negatives_in_kb": plan.negatives_labelled,
         "n_intents": len(set(data.labels)),
         "tiers_active": tiers_active(
