@@ -159,6 +159,9 @@ def run(name: str, limit: int | None) -> dict:
                 # Answers, not load, are measured here (bench_loadtest.py measures load): BERT
                 # is never shed or refused for time, whatever else the machine is running.
                 "BERT_ADMISSION": False,
+                # No review reconciler: it would outlive this set's app and keep writing to an
+                # embedded Redis whose folder the set's temporary directory has removed.
+                "RECONCILE_INTERVAL_SECONDS": 0,
             }
         )
         lookup = _lookup(db_url)
