@@ -53,7 +53,6 @@ def review_on_recent_traffic(
 ) -> Tuned:
     """``tuned`` with ``tau_review`` chosen on ``data.traffic`` when it has enough reviewed
     questions (module docstring); the figures record what was used and why."""
-    held_texts = plan.held_out_texts()
     figures: dict = {
         "questions": len(data.traffic),
         "held_out_tau_review": tuned.thresholds.tau_review,
@@ -63,7 +62,7 @@ def review_on_recent_traffic(
     at_point = replay(calibrated.outcomes, tiers, tuned.thresholds)
     outcome = {
         _key(text): (float(c), bool(ok))
-        for text, c, ok in zip(held_texts, at_point.conf, at_point.correct, strict=True)
+        for text, c, ok in zip(plan.held_out_texts(), at_point.conf, at_point.correct, strict=True)
     }
     trained_on = {_key(t) for t in plan.texts}
     keys = [_key(t) for t in data.traffic]
