@@ -78,6 +78,25 @@ def test_reimporting_the_same_tsv_changes_nothing(db_url, chitchat):
     assert snapshot(db_url) == before
 
 
+def test_an_answer_with_hundreds_of_questions_is_one_article(db_url, write_kb_file):
+    # Microsoft's shipped chit-chat sets list up to 400 questions under one answer.
+    rows = "".join(
+        f"Are you bored {i}?\tNever.\tqna_chitchat\teditorial:chitchat\n" for i in range(400)
+    )
+    path = write_kb_file("big.tsv", "Question\tAnswer\tSource\tMetadata\n" + rows)
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (1, [])
+    (article,) = articles(db_url).values()
+    assert article.title == "Are you bored 0?"
+    assert len(article.questions) == 399
+
+
+def test_more_questions_than_an_article_holds_are_named(db_url, write_kb_file):
+    rows = "".join(f"Question {i}?\tAn answer.\n" for i in range(1_002))
+    path = write_kb_file("huge.tsv", "Question\tAnswer\n" + rows)
+    assert rejected(db_url, [path]) == [f"{path}:2: 1001 questions; the limit is 1000"]
+
+
 def test_different_metadata_keeps_rows_apart(db_url, write_kb_file):
     path = write_kb_file(
         "meta.tsv",

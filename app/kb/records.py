@@ -24,7 +24,7 @@ MAX_BODY = 100_000
 MAX_TAG = 100
 MAX_TAGS = 50
 MAX_QUESTION = 500
-MAX_QUESTIONS = 100
+MAX_QUESTIONS = 1_000  # a shipped chit-chat export lists up to 400 questions under one answer
 
 # Bump when rendering or normalisation changes, so the next import refreshes every article.
 RENDER_VERSION = 1
