@@ -17,8 +17,12 @@ Data sets (``--set``):
 - ``tasklane-plain`` / ``tasklane-alternates``: ``bench/datasets/tasklane_faq`` (question and
   answer; with 5 alternate questions per entry), asked its ``queries.csv``.
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
+- ``--qna FILE``: any QnA TSV export of one row per question (Microsoft's chit-chat sets as
+  shipped, say); a seeded 10% of each answer's questions (answers with at least 5) are left out
+  of the import and asked as the queries (a question listed under two answers is never left
+  out); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column) when given.
 
-    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--limit N]   # default: every set
+    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE] [--limit N]   # default: every set
 
 Writes bench/out/faq-<set>.json and prints a Markdown table.
 """
@@ -29,6 +33,7 @@ import argparse
 import csv
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -43,6 +48,7 @@ BANKING77 = Path(
     os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77")
 )
 DATASETS = ROOT / "bench" / "datasets"
+MAX_WRONG_SHOWN = 50  # wrong answers kept in the JSON report, to read what went wrong
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -91,6 +97,44 @@ def chitchat(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
     return folder / "chitchat.tsv", queries, [], {"kb": "chitchat.tsv", "queries": "queries.csv"}
 
 
+def qna_export(
+    work: Path, path: Path, oos_csv: Path | None, hold_out: float = 0.1, seed: int = 0
+) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    """A QnA export with some of each answer's questions left out to be asked."""
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        header = next(reader)
+        rows = [row for row in reader if any(cell.strip() for cell in row)]
+    question = [h.strip().lower() for h in header].index("question")
+    groups: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(tuple(c for j, c in enumerate(row) if j != question), []).append(i)
+    answers_of: dict[str, set] = {}
+    for key, members in groups.items():
+        for i in members:
+            answers_of.setdefault(rows[i][question].strip().casefold(), set()).add(key)
+    rng = random.Random(seed)
+    left_out: set[int] = set()
+    queries = []
+    for members in groups.values():
+        if len(members) < 5:
+            continue
+        candidates = [
+            i for i in members[1:] if len(answers_of[rows[i][question].strip().casefold()]) == 1
+        ]
+        for i in rng.sample(candidates, min(len(candidates), int(len(members) * hold_out))):
+            left_out.add(i)
+            queries.append((rows[i][question], rows[members[0]][question]))
+    kb = work / path.name
+    with kb.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(row for i, row in enumerate(rows) if i not in left_out)
+    oos = [r["text"] for r in _read_csv(oos_csv)] if oos_csv else []
+    described = {"kb": f"{path.name} without the queries", "queries": f"{hold_out:.0%} of its rows"}
+    return kb, queries, oos, described
+
+
 SETS = {
     "demo-plain": demo_plain,
     "tasklane-plain": lambda w: tasklane(w, False),
@@ -125,10 +169,10 @@ def _lookup(db_url: str) -> dict[str, str]:
     return lookup
 
 
-def run(name: str, limit: int | None) -> dict:
+def run(name: str, limit: int | None, make=None) -> dict:
     with tempfile.TemporaryDirectory(prefix="tierdesk-faq-") as tmp:
         work = Path(tmp)
-        kb, queries, oos, described = SETS[name](work)
+        kb, queries, oos, described = (make or SETS[name])(work)
         if limit:
             queries, oos = queries[:limit], oos[:limit]
         db_url = f"sqlite:///{work / 'faq.db'}"
@@ -168,6 +212,7 @@ def run(name: str, limit: int | None) -> dict:
         client = app.test_client()
         answered = right = 0
         unknown = 0
+        wrong: list[dict] = []
         for text, key in queries:
             expected = lookup.get(key)
             if expected is None:
@@ -176,7 +221,10 @@ def run(name: str, limit: int | None) -> dict:
             body = client.post("/api/v1/chat", json={"message": text}).get_json()
             if body.get("status") == "answered" and body.get("answer"):
                 answered += 1
-                right += body["answer"]["article"]["slug"] == expected
+                got = body["answer"]["article"]["slug"]
+                right += got == expected
+                if got != expected and len(wrong) < MAX_WRONG_SHOWN:
+                    wrong.append({"query": text, "expected": expected, "answered": got})
         oos_escalated = 0
         for text in oos:
             body = client.post("/api/v1/chat", json={"message": text}).get_json()
@@ -200,6 +248,7 @@ def run(name: str, limit: int | None) -> dict:
         "tiers_active": manifest.get("tiers_active"),
         "held_out": manifest.get("metrics", {}).get("held_out"),
         "train_output": trained.strip().splitlines(),
+        "wrong_answers": wrong,
     }
 
 
@@ -221,11 +270,16 @@ def table(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", dest="sets", action="append", choices=sorted(SETS))
+    parser.add_argument("--qna", type=Path, help="a QnA TSV export; 10%% of its rows are asked")
+    parser.add_argument("--oos", type=Path, help="out-of-scope queries for --qna (CSV, text)")
     parser.add_argument("--limit", type=int, default=None, help="first N queries (smoke runs)")
     args = parser.parse_args()
+    jobs = [(name, None) for name in args.sets or ([] if args.qna else list(SETS))]
+    if args.qna:
+        jobs.append((args.qna.stem, lambda work: qna_export(work, args.qna, args.oos)))
     results = []
-    for name in args.sets or list(SETS):
-        result = run(name, args.limit)
+    for name, make in jobs:
+        result = run(name, args.limit, make)
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / f"faq-{name}.json").write_text(json.dumps(result, indent=2))
         results.append(result)
