@@ -105,7 +105,10 @@ def qna_export(
         reader = csv.reader(fh, delimiter="\t")
         header = next(reader)
         rows = [row for row in reader if any(cell.strip() for cell in row)]
-    question = [h.strip().lower() for h in header].index("question")
+    names = [h.strip().lower() for h in header]
+    if "question" not in names:
+        sys.exit(f"{path}:1: no Question column (a QnA TSV export has Question and Answer)")
+    question = names.index("question")
     groups: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         groups.setdefault(tuple(c for j, c in enumerate(row) if j != question), []).append(i)
