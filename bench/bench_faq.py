@@ -18,9 +18,9 @@ Data sets (``--set``):
   answer; with 5 alternate questions per entry), asked its ``queries.csv``.
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
 - ``--qna FILE``: any QnA TSV export of one row per question (Microsoft's chit-chat sets as
-  shipped, say); a seeded 10% of each answer's questions (answers with at least 5) are left out
-  of the import and asked as the queries (a question listed under two answers is never left
-  out); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column) when given.
+  shipped, say); a seeded 10% of each answer's questions (rounded down: none of an answer with
+  fewer than 10) are left out of the import and asked as the queries (never an answer's first
+  question, its title, nor a question listed under two answers); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column) when given.
 
     .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE] [--limit N]   # default: every set
 
@@ -100,39 +100,47 @@ def chitchat(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
 def qna_export(
     work: Path, path: Path, oos_csv: Path | None, hold_out: float = 0.1, seed: int = 0
 ) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
-    """A QnA export with some of each answer's questions left out to be asked."""
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        header = next(reader)
-        rows = [row for row in reader if any(cell.strip() for cell in row)]
-    names = [h.strip().lower() for h in header]
-    if "question" not in names:
-        sys.exit(f"{path}:1: no Question column (a QnA TSV export has Question and Answer)")
-    question = names.index("question")
-    groups: dict[tuple, list[int]] = {}
-    for i, row in enumerate(rows):
-        groups.setdefault(tuple(c for j, c in enumerate(row) if j != question), []).append(i)
-    answers_of: dict[str, set] = {}
-    for key, members in groups.items():
-        for i in members:
-            answers_of.setdefault(rows[i][question].strip().casefold(), set()).add(key)
+    """A QnA export with some of each answer's questions left out to be asked.
+
+    The articles are the importer's own (``app.kb.readers.read_rows`` groups the rows as
+    ``tierdesk kb import`` does); a left-out question is its row dropped from the copy that is
+    imported."""
+    from app.kb.readers import read_rows
+    from app.kb.textfiles import Problems
+
+    problems = Problems()
+    grouped = [row for row in read_rows([(path, str(path))], problems, lambda n: None) if row.qna]
+    if problems.messages:
+        sys.exit("\n".join(problems.messages))
+    articles_of: dict[str, int] = {}
+    for row in grouped:
+        for key in row.question_lines or {}:
+            articles_of[key] = articles_of.get(key, 0) + 1
     rng = random.Random(seed)
-    left_out: set[int] = set()
-    queries = []
-    for members in groups.values():
-        if len(members) < 5:
-            continue
-        candidates = [
-            i for i in members[1:] if len(answers_of[rows[i][question].strip().casefold()]) == 1
-        ]
-        for i in rng.sample(candidates, min(len(candidates), int(len(members) * hold_out))):
-            left_out.add(i)
-            queries.append((rows[i][question], rows[members[0]][question]))
+    asked: dict[int, str] = {}  # line of a left-out question -> its article's title
+    for row in grouped:
+        lines = row.question_lines or {}
+        candidates = [n for key, n in lines.items() if n != row.line and articles_of[key] == 1]
+        for n in rng.sample(candidates, min(len(candidates), int(len(lines) * hold_out))):
+            asked[n] = str(row.fields["title"])
     kb = work / path.name
-    with kb.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+    queries = []
+    with (
+        path.open(newline="", encoding="utf-8-sig") as src,
+        kb.open("w", newline="", encoding="utf-8") as out,
+    ):
+        reader = csv.reader(src, delimiter="\t")
+        writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+        header = next(reader)
+        question = [h.strip().lower() for h in header].index("question")
         writer.writerow(header)
-        writer.writerows(row for i, row in enumerate(rows) if i not in left_out)
+        line = reader.line_num + 1  # the physical line the next row starts on
+        for cells in reader:
+            if line in asked:
+                queries.append((cells[question], asked[line]))
+            else:
+                writer.writerow(cells)
+            line = reader.line_num + 1
     oos = [r["text"] for r in _read_csv(oos_csv)] if oos_csv else []
     described = {"kb": f"{path.name} without the queries", "queries": f"{hold_out:.0%} of its rows"}
     return kb, queries, oos, described
