@@ -4,7 +4,8 @@ through both routes of the router, with the fold's models.
 Per query: the simple route's answer (``Router.simple_retrieve``, BM25 restricted to
 FastText's intent, as live) and the BERT route's (blended with FastText's view), whether each
 is right, and the calibrators' features of each. First the weight of FastText in the BERT
-route's blend is chosen on the in-scope held-out queries of every fold (``FASTTEXT_WEIGHT_GRID``).
+route's blend is chosen on the in-scope held-out queries of every fold (``FASTTEXT_WEIGHT_GRID``:
+the weight under which the blended probability ranks wrong answers lowest).
 The tuner then replays these outcomes through the router's rule (``app.nlp.router``).
 """
 
@@ -84,7 +85,8 @@ class HeldOutReplay:
     outcomes: RouteOutcomes
     held_labels: list[str]  # label of each in-scope outcome (the per-intent scores)
     fasttext_weight: float
-    blend_accuracy: dict[str, float]  # held-out BERT-route accuracy per grid weight
+    # per grid weight: held-out BERT-route accuracy and area under its risk-coverage curve
+    blend_figures: dict[str, dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,9 @@ def replay_held_out(
                 ),
             )
         )
-    weight, accuracy = 0.0, {}
+    weight, figures = 0.0, {}
     if fasttext.active:  # FastText and BERT see every held-out query once: the blend, then routes
-        weight, accuracy = choose_fasttext_weight_folds(folds)
+        weight, figures = choose_fasttext_weight_folds(folds)
     parts = [
         evaluate_routes(
             f.fasttext,
@@ -143,7 +145,7 @@ def replay_held_out(
         )
         for f in folds
     ]
-    return HeldOutReplay(RouteOutcomes.concat(parts), plan.held_labels(), weight, accuracy)
+    return HeldOutReplay(RouteOutcomes.concat(parts), plan.held_labels(), weight, figures)
 
 
 def intent_results(fasttext: Tier | None, queries: Sequence[str]) -> list[TierResult]:
@@ -219,37 +221,62 @@ def evaluate_routes(
     )
 
 
-def choose_fasttext_weight(
+def blend_outcomes(
     ft_results: Sequence[TierResult], bert: BertTier, vectors: np.ndarray, labels: Sequence[Truth]
-) -> tuple[float, dict[str, float]]:
-    """The weight of FastText in the BERT route's blend that answers most held-out queries
-    right (ties: the smaller weight), from FastText's results and the queries' embeddings.
-    Returns it and the accuracy of every grid weight."""
+) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """Per grid weight of FastText in the BERT route's blend: whether each query's answer is
+    right, and the blended probability of its top intent (the route's ``bert_p1``). Empty when
+    the tier has no KB to answer from."""
     rows = np.stack([bert.prior_vector(f.intents) for f in ft_results])
-    accuracy = {}
+    outcomes = {}
     for weight in FASTTEXT_WEIGHT_GRID:
-        _, scores, entries = bert.score(vectors, rows, weight)
+        probs, scores, entries = bert.score(vectors, rows, weight)
         if not entries:
-            return 0.0, {}
+            return {}
         answered = [entries[i].intent for i in scores.argmax(axis=1)]
-        hits = [is_right(a, t) for a, t in zip(answered, labels, strict=True)]
-        accuracy[str(weight)] = round(float(np.mean(hits)), 4)
-    best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy[str(w)], -w))
-    return best, accuracy
+        hits = np.array([is_right(a, t) for a, t in zip(answered, labels, strict=True)])
+        top = probs.max(axis=1) if probs.shape[1] else scores.max(axis=1)
+        outcomes[weight] = (hits, top)
+    return outcomes
 
 
-def choose_fasttext_weight_folds(folds: Sequence[_FoldQueries]) -> tuple[float, dict[str, float]]:
-    """``choose_fasttext_weight`` over every fold's in-scope queries (counts pooled)."""
-    hits: dict[str, float] = {}
-    total = 0
+def risk_coverage_area(confidence: np.ndarray, correct: np.ndarray) -> float:
+    """Area under the risk-coverage curve (mean error rate of the most confident k answers
+    over every k): low when wrong answers rank below right ones and when there are few."""
+    if not len(correct):
+        return 0.0
+    order = np.argsort(-np.asarray(confidence, dtype=float), kind="stable")
+    wrong = 1.0 - np.asarray(correct, dtype=float)[order]
+    return float(np.mean(np.cumsum(wrong) / np.arange(1, len(wrong) + 1)))
+
+
+def choose_fasttext_weight_folds(
+    folds: Sequence[_FoldQueries],
+) -> tuple[float, dict[str, dict[str, float]]]:
+    """The weight of FastText in the BERT route's blend whose held-out answers rank best for
+    review: the lowest area under the risk-coverage curve of the blended top-intent
+    probability, over every fold's in-scope queries pooled (ties: the smaller weight). The
+    review threshold cuts that ranking, so its quality, not top-1 accuracy alone, decides how
+    many answers can go out unreviewed. Returns the weight and each grid weight's accuracy and
+    area."""
+    pooled: dict[float, list[tuple[np.ndarray, np.ndarray]]] = {}
     for f in folds:
         n = f.n_in_scope
-        _, accuracy = choose_fasttext_weight(f.ft_results[:n], f.bert, f.vectors[:n], f.truth[:n])
-        for key, value in accuracy.items():
-            hits[key] = hits.get(key, 0.0) + value * n
-        total += n
-    if not hits or not total:
+        for weight, result in blend_outcomes(
+            f.ft_results[:n], f.bert, f.vectors[:n], f.truth[:n]
+        ).items():
+            pooled.setdefault(weight, []).append(result)
+    if not pooled:
         return 0.0, {}
-    accuracy = {key: round(value / total, 4) for key, value in hits.items()}
-    best = max(FASTTEXT_WEIGHT_GRID, key=lambda w: (accuracy.get(str(w), -1), -w))
-    return best, accuracy
+    figures = {}
+    for weight, parts in pooled.items():
+        hits = np.concatenate([h for h, _ in parts])
+        top = np.concatenate([c for _, c in parts])
+        if not len(hits):
+            return 0.0, {}
+        figures[str(weight)] = {
+            "accuracy": round(float(hits.mean()), 4),
+            "risk_coverage_area": round(risk_coverage_area(top, hits), 5),
+        }
+    best = min(pooled, key=lambda w: (figures[str(w)]["risk_coverage_area"], w))
+    return best, figures

@@ -63,7 +63,7 @@ def tune(
         bert_budget=bert_budget,
         answered_target=answered_target,
     )
-    figures = {**figures, "val_bert_accuracy_by_fasttext_weight": replay.blend_accuracy}
+    figures = {**figures, "val_bert_blend_by_fasttext_weight": replay.blend_figures}
     simple_off = not fasttext.active or figures.get("val_bert_share", 1.0) >= 1.0
     thresholds = dataclasses.replace(
         searched,
