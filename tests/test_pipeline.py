@@ -254,3 +254,24 @@ def test_a_question_under_two_answers_is_right_with_either():
     assert truth[2] == "thanks"
     assert is_right("good-morning", truth[0]) and is_right("greeting", truth[1])
     assert not is_right("thanks", truth[0]) and not is_right("greeting", None)
+
+
+def test_risk_coverage_area_rewards_ranking_wrong_answers_last():
+    from app.nlp.pipeline.replay import risk_coverage_area
+
+    right = [True, True, False]
+    # answering the surest first: error rates 0/1, 0/2, 1/3
+    assert risk_coverage_area([0.9, 0.8, 0.7], right) == pytest.approx(1 / 9)
+    # the wrong answer surest: 1/1, 1/2, 1/3
+    assert risk_coverage_area([0.7, 0.8, 0.9], right) == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+    assert risk_coverage_area([], []) == 0.0
+
+
+def test_intents_of_a_title_and_a_few_questions_count_as_thin():
+    from app.nlp.pipeline.calibrate import INTENT_SIGNALS_MIN_EXAMPLES, thin_intents
+
+    faq = [f"article-{i}" for i in range(40) for _ in range(6)]  # a title and 5 alternates
+    assert thin_intents(faq)
+    rich = [f"intent-{i}" for i in range(40) for _ in range(INTENT_SIGNALS_MIN_EXAMPLES)]
+    assert not thin_intents(rich)
+    assert not thin_intents([])

@@ -40,8 +40,7 @@ def test_router_tuner_and_replay_agree_on_every_held_out_query(db_url, nlp_conte
     from fixtures_nlp import import_content
 
     from app.db import session_scope
-    from app.nlp.bert import HEAD_MIN_EXAMPLES
-    from app.nlp.pipeline.calibrate import calibrate
+    from app.nlp.pipeline.calibrate import calibrate, thin_intents
     from app.nlp.pipeline.data import data_from_db
     from app.nlp.pipeline.fit import fit_bert, fit_fasttext
     from app.nlp.pipeline.replay import evaluate_routes, is_right, replay_held_out
@@ -68,8 +67,7 @@ def test_router_tuner_and_replay_agree_on_every_held_out_query(db_url, nlp_conte
         step=lambda _: None,
     )
     held = replay_held_out(data, plan, fasttext, bert, progress=False)
-    counts = np.bincount(np.unique(data.labels, return_inverse=True)[1])
-    calibrated = calibrate(held, seed=0, thin=float(np.median(counts)) < HEAD_MIN_EXAMPLES)
+    calibrated = calibrate(held, seed=0, thin=thin_intents(data.labels))
     tuned = tune(
         data,
         plan,

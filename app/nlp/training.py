@@ -13,15 +13,12 @@ and, unless it is a candidate, makes it active.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
-from app.nlp.pipeline.calibrate import calibrate
+from app.nlp.pipeline.calibrate import calibrate, thin_intents
 from app.nlp.pipeline.data import (
     TrainingData,
     TrainingError,
@@ -77,8 +74,6 @@ def fit_models(
     split with a given labelled set (``tierdesk tune --val``); then nothing is refit.
     ``fine_tune_epochs``: BERT encoder fine-tuning (on the fit part only, when the data are
     large enough and held out by a split; 0 keeps the frozen encoder)."""
-    from app.nlp.bert import HEAD_MIN_EXAMPLES
-
     started = time.perf_counter()
     if not data.texts:
         raise TrainingError("nothing to train on: no articles with a title and no examples")
@@ -101,9 +96,7 @@ def fit_models(
         )
         replay = replay_held_out(data, plan, fasttext, bert, progress=progress)
         bar.step("held-out replayed")
-        # intents too thin for FastText or a head to know a held-out query's intent
-        thin = float(np.median(list(Counter(data.labels).values()))) < HEAD_MIN_EXAMPLES
-        calibrated = calibrate(replay, seed=seed, thin=thin)
+        calibrated = calibrate(replay, seed=seed, thin=thin_intents(data.labels))
         bar.step("calibrated")
         tuned = tune(
             data,

@@ -8,6 +8,7 @@ a route uses only its most direct signals (``calibration_features``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,13 @@ CALIBRATION_FOLDS = 5
 MIN_CORRECT_FOR_ALL_FEATURES = 30
 FEW_SIMPLE_FEATURES = ("ft_p1", "bm25_confidence")
 FEW_COMPLEX_FEATURES = ("bert_similarity", "bert_score_margin")
+# Under this median of labelled texts per intent (a title and a few alternate questions per
+# article) the BERT route's calibrator uses only FEW_COMPLEX_FEATURES. FastText and the head
+# learn such intents from a handful of texts, and the fold models that answer held-out queries
+# learn them from fewer still: their probabilities mean something else held out than live. On
+# our three FAQ sets with alternate questions (6 texts per article), a calibrator on every
+# feature ranked live answers worse than one on the two KB-matching signals (docs/cold_start.md).
+INTENT_SIGNALS_MIN_EXAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -42,9 +50,9 @@ class Calibrated:
 
 
 def calibrate(replay: HeldOutReplay, *, seed: int, thin: bool = False) -> Calibrated:
-    """``thin``: intents have too few examples for FastText or a head to know a held-out
-    query's intent, so their signals mean something else on held-out queries than live; the
-    BERT route then uses only the KB-matching signals."""
+    """``thin``: intents have too few examples (INTENT_SIGNALS_MIN_EXAMPLES) for FastText's or
+    the head's probabilities to mean the same on held-out queries as live; the BERT route then
+    uses only the KB-matching signals."""
     routes = replay.outcomes
     simple_ok = routes.simple_ok.astype(bool)
     bert_ok = routes.bert_ok.astype(bool)
@@ -82,6 +90,12 @@ def calibrate(replay: HeldOutReplay, *, seed: int, thin: bool = False) -> Calibr
         ),
     )
     return Calibrated(CalibrationSet(simple, complex_, metrics), outcomes, metrics)
+
+
+def thin_intents(labels: Sequence[str]) -> bool:
+    """The median intent has fewer than INTENT_SIGNALS_MIN_EXAMPLES labelled texts."""
+    counts = sorted(Counter(labels).values())
+    return bool(counts) and float(np.median(counts)) < INTENT_SIGNALS_MIN_EXAMPLES
 
 
 def calibration_features(
