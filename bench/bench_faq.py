@@ -14,8 +14,11 @@ Data sets (``--set``):
   no categories, no intents), asked BANKING77 TEST (``../shared/data/banking77``); an answer is
   right when its article's category in the demo KB is the query's category; out-of-scope:
   ``intents/out_of_scope/test.csv``.
-- ``tasklane-plain`` / ``tasklane-alternates``: ``bench/datasets/tasklane_faq`` (question and
-  answer; with 5 alternate questions per entry), asked its ``queries.csv``.
+- ``tasklane-plain`` / ``tasklane-alternates``: ``bench/datasets/tasklane_faq`` (a project-management
+  product's help centre: question and answer; with 5 alternate questions per entry), asked its
+  ``queries.csv``; ``parcelpost-plain`` / ``parcelpost-alternates``: the same shapes in another
+  domain, ``bench/datasets/parcelpost_faq`` (a parcel courier's, with many entries close to one
+  another).
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
 - ``--qna FILE``: any QnA TSV export of one row per question (Microsoft's chit-chat sets as
   shipped, say); a seeded 10% of each answer's questions (rounded down: none of an answer with
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -83,8 +87,15 @@ def demo_plain(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict
     )
 
 
-def tasklane(work: Path, alternates: bool) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
-    folder = DATASETS / "tasklane_faq"
+def faq_set(
+    folder_name: str, alternates: bool
+) -> Callable[[Path], tuple[Path, list[tuple[str, str]], list[str], dict]]:
+    """One of our FAQ sets (``faq.csv``, ``faq_alternates.csv``, ``queries.csv``,
+    ``out_of_scope.csv``) as question and answer, or with its alternate questions."""
+    return lambda work: _faq(DATASETS / folder_name, alternates)
+
+
+def _faq(folder: Path, alternates: bool) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
     kb = folder / ("faq_alternates.csv" if alternates else "faq.csv")
     queries = [(r["text"], r["question"]) for r in _read_csv(folder / "queries.csv")]
     oos = [r["text"] for r in _read_csv(folder / "out_of_scope.csv")]
@@ -148,8 +159,10 @@ def qna_export(
 
 SETS = {
     "demo-plain": demo_plain,
-    "tasklane-plain": lambda w: tasklane(w, False),
-    "tasklane-alternates": lambda w: tasklane(w, True),
+    "tasklane-plain": faq_set("tasklane_faq", False),
+    "tasklane-alternates": faq_set("tasklane_faq", True),
+    "parcelpost-plain": faq_set("parcelpost_faq", False),
+    "parcelpost-alternates": faq_set("parcelpost_faq", True),
     "chitchat": chitchat,
 }
 
