@@ -52,7 +52,8 @@ BANKING77 = Path(
     os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77")
 )
 DATASETS = ROOT / "bench" / "datasets"
-MAX_WRONG_SHOWN = 50  # wrong answers kept in the JSON report, to read what went wrong
+# wrong answers, and out-of-scope queries answered, kept in the JSON report to read
+MAX_WRONG_SHOWN = 50
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -250,9 +251,13 @@ def run(name: str, limit: int | None, make=None) -> dict:
                 if got != expected and len(wrong) < MAX_WRONG_SHOWN:
                     wrong.append({"query": text, "expected": expected, "answered": got})
         oos_escalated = 0
+        oos_answered: list[dict] = []
         for text in oos:
             body = client.post("/api/v1/chat", json={"message": text}).get_json()
-            oos_escalated += body.get("status") != "answered"
+            if body.get("status") != "answered":
+                oos_escalated += 1
+            elif len(oos_answered) < MAX_WRONG_SHOWN and body.get("answer"):
+                oos_answered.append({"query": text, "answered": body["answer"]["article"]["slug"]})
         manifest = json.loads(
             (next((work / "models" / "versions").iterdir()) / "manifest.json").read_text()
         )
@@ -273,6 +278,7 @@ def run(name: str, limit: int | None, make=None) -> dict:
         "held_out": manifest.get("metrics", {}).get("held_out"),
         "train_output": trained.strip().splitlines(),
         "wrong_answers": wrong,
+        "out_of_scope_answered": oos_answered,
     }
 
 
