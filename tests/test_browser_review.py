@@ -10,6 +10,8 @@ Set TIERDESK_UPDATE_SCREENSHOT=1 to rewrite docs/console.png from the item page 
 from __future__ import annotations
 
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,40 @@ def test_reviewer_claims_edits_and_the_customer_sees_the_reply(
         assert item.status == "resolved" and item.resolution == "reply"
         agent_row = session.get(Message, item.reply_message_id)
         assert agent_row.role == "agent" and agent_row.in_reply_to == item.message_id
+
+
+def test_a_message_whose_event_comes_during_a_read_is_read_after_it(reviewer_page, app, db_url):
+    """The console reads a conversation's new messages one request at a time. Here its first
+    read (on connecting) is answered before the customer's follow-up is stored and reaches the
+    page only after the follow-up's event did: the console must read again, not drop it."""
+    email = _add_reviewer(db_url)
+    client = app.test_client()
+    first = client.post("/api/v1/chat", json={"message": "my card has not arrived"}).get_json()
+    assert first["status"] == "pending_review"
+    follow_up = "it was posted two weeks ago"
+    held: list[int] = []
+
+    def hold_the_first_read(route):
+        if held:
+            route.continue_()
+            return
+        response = route.fetch()  # the server answers now, without the follow-up
+        sent = client.post(
+            "/api/v1/chat",
+            json={"message": follow_up, "conversation_id": first["conversation_id"]},
+        )
+        held.append(sent.status_code)
+        time.sleep(1.5)  # meanwhile the follow-up's event reaches the page
+        route.fulfill(response=response)
+
+    with serve_app(app) as url:
+        _log_in(reviewer_page, url, email)
+        reviewer_page.route(re.compile(r"/console/items/\d+/messages\.json"), hold_the_first_read)
+        _claim_next(reviewer_page)
+        reviewer_page.wait_for_selector(
+            f"#conversation li.msg.customer.live:has-text({follow_up!r})"
+        )
+    assert held == [200]
 
 
 @pytest.fixture

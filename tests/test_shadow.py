@@ -62,9 +62,11 @@ class SlowRouter:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.entered = threading.Event()  # a worker is inside route()
         self.seen: list[str] = []
 
     def route(self, query: str) -> Decision:
+        self.entered.set()
         self.release.wait(10)
         self.seen.append(query)
         return decision("lost_card", "lost-card", 0.4, version="v2")
@@ -74,9 +76,9 @@ def test_a_busy_shadow_drops_questions_instead_of_waiting(db_url):
     runner = ShadowRunner(db_url, queue_size=2)
     router = SlowRouter()
     try:
-        started = time.perf_counter()
         queued = [runner.offer(router, decision("card_arrival", "card-arrival", 0.9), 1.0, None)]
-        time.sleep(0.05)  # the worker takes the first one and blocks in route()
+        assert router.entered.wait(10)  # the worker took the first one and blocks in route()
+        started = time.perf_counter()
         queued += [
             runner.offer(router, decision("card_arrival", "card-arrival", 0.9), 1.0, None)
             for _ in range(10)

@@ -112,6 +112,7 @@
   var convo = document.getElementById("conversation");
   var stateNode = document.getElementById("handoff-state");
   var syncing = false;
+  var syncAgain = false; // an event came while a read was in flight: read again after it
   var ROLE = { customer: "Customer", bot: "Bot", agent: "Agent" };
 
   function appendMessage(message) {
@@ -135,8 +136,12 @@
   }
 
   function syncMessages() {
-    if (!convo || syncing) { return; }
+    if (!convo) { return; }
+    // One read at a time (each asks for what follows the last message shown), but never drop
+    // one: the read in flight may have been answered before the message its event announces.
+    if (syncing) { syncAgain = true; return; }
     syncing = true;
+    syncAgain = false;
     var url = convo.getAttribute("data-messages") + "?after=" +
       encodeURIComponent(convo.getAttribute("data-last-seq"));
     fetch(url, { credentials: "same-origin" }).then(function (r) { return r.json(); })
@@ -148,7 +153,10 @@
         }
       })
       .catch(function () { /* the next event or poll tries again */ })
-      .then(function () { syncing = false; });
+      .then(function () {
+        syncing = false;
+        if (syncAgain) { syncMessages(); }
+      });
   }
 
   // -- the queue page ---------------------------------------------------------------------------
