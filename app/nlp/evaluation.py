@@ -43,6 +43,7 @@ from app.nlp.pipeline.data import (
     split_out_of_scope,
 )
 from app.nlp.pipeline.kb import bm25_docs
+from app.nlp.pipeline.replay import ranked_risk
 from app.nlp.router import Router, RouterModels
 from app.nlp.store import save_version
 from app.nlp.thresholds import ANSWERED_TARGET, DEFAULTS
@@ -85,12 +86,9 @@ def risk_coverage(
     confidence: Sequence[float], correct: Sequence[bool]
 ) -> list[tuple[float, float]]:
     """(coverage, risk) when answering only the most confident queries first."""
-    order = np.argsort(-np.asarray(confidence, dtype=float), kind="stable")
-    ok = np.asarray(correct, dtype=float)[order]
-    n = len(ok)
-    answered = np.arange(1, n + 1)
-    risk = 1.0 - np.cumsum(ok) / answered
-    return [(float(c), float(r)) for c, r in zip(answered / n, risk, strict=True)]
+    risk = ranked_risk(confidence, correct)
+    n = len(risk)
+    return [(float(k / n), float(r)) for k, r in enumerate(risk, start=1)]
 
 
 def run_eval(

@@ -240,14 +240,18 @@ def blend_outcomes(
     return outcomes
 
 
-def risk_coverage_area(confidence: np.ndarray, correct: np.ndarray) -> float:
-    """Area under the risk-coverage curve (mean error rate of the most confident k answers
-    over every k): low when wrong answers rank below right ones and when there are few."""
-    if not len(correct):
-        return 0.0
+def ranked_risk(confidence: Sequence[float], correct: Sequence[bool]) -> np.ndarray:
+    """The error rate of the k most confident answers, for k = 1..n: the risks of the
+    risk-coverage curve (``app.nlp.evaluation.risk_coverage`` pairs them with coverage)."""
     order = np.argsort(-np.asarray(confidence, dtype=float), kind="stable")
     wrong = 1.0 - np.asarray(correct, dtype=float)[order]
-    return float(np.mean(np.cumsum(wrong) / np.arange(1, len(wrong) + 1)))
+    return np.cumsum(wrong) / np.arange(1, len(wrong) + 1)
+
+
+def risk_coverage_area(confidence: Sequence[float], correct: Sequence[bool]) -> float:
+    """Area under the risk-coverage curve (mean of ``ranked_risk``): low when wrong answers
+    rank below right ones and when there are few."""
+    return float(ranked_risk(confidence, correct).mean()) if len(correct) else 0.0
 
 
 def choose_fasttext_weight_folds(
