@@ -8,6 +8,8 @@ import json
 import pytest
 
 from app.cli import main
+from app.db import session_scope
+from app.models import TrainingExample
 from app.nlp.passages import plain_text, split_passages
 from app.nlp.pipeline.data import KbArticle, TrainingData, with_examples_as_questions
 from app.nlp.pipeline.kb import bm25_docs, kb_entries
@@ -187,6 +189,25 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     # a new bot: nobody has asked it anything, so the held-out threshold stands
     assert manifest["metrics"]["router"]["traffic"]["used"] is False
     assert manifest["metrics"]["router"]["traffic"]["questions"] == 0
+
+    # a retrain timer: nothing taught since this version, so nothing is trained
+    versions = tmp_path / "models" / "versions"
+    result = runner.invoke(main, ["train", "--quiet", "--min-new-examples", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("skipped: 0 intent example(s) added since version")
+    assert len(list(versions.iterdir())) == 1
+    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        # the article's intent is its slug (no categories); a reviewer's example of it
+        session.add(
+            TrainingExample(
+                text="i forgot my password", intent="how-do-i-reset-my-password", origin="reviewer"
+            )
+        )
+    result = runner.invoke(main, ["train", "--quiet", "--min-new-examples", "2"])
+    assert result.output.startswith("skipped: 1 intent example(s)") and "2 needed" in result.output
+    result = runner.invoke(main, ["train", "--quiet", "--min-new-examples", "1"])
+    assert result.exit_code == 0, result.output
+    assert "1 intent examples" in result.output and len(list(versions.iterdir())) == 2
 
     served = make_app(INTENTS_DIR=tmp_path / "no-intents", LOAD_MODELS=True)
     client = served.test_client()

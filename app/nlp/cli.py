@@ -48,15 +48,34 @@ def _share_option(name: str, default: float, help_text: str):
     help="Register the new version as a candidate instead of activating it "
     "(then `tierdesk models promote`).",
 )
-def train_command(quiet: bool, candidate: bool) -> None:
+@click.option(
+    "--min-new-examples",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Train only when at least N intent examples were taught or imported since the newest "
+    "version (run it from a timer: the bot retrains as reviews accumulate).",
+)
+def train_command(quiet: bool, candidate: bool, min_new_examples: int) -> None:
     """Train FastText, BERT, calibrators and thresholds from the database; activate the result.
 
     Uses every intent, training example (seed, import, reviewer) and published article; running
     servers switch to the new models without a restart.
     """
-    from app.nlp.training import train_models
+    from app.db import session_scope
+    from app.nlp.training import examples_since_last_version, train_models
 
     config = current_app.config
+    if min_new_examples:
+        with session_scope(config["SQLALCHEMY_DATABASE_URI"]) as session:
+            new, latest, registered = examples_since_last_version(session)
+        if latest is not None and new < min_new_examples:
+            click.echo(
+                f"skipped: {new} intent example(s) added since version {latest} "
+                f"(registered {registered:%Y-%m-%d %H:%M} UTC), {min_new_examples} needed"
+            )
+            return
     if (Path(config["MODELS_DIR"]) / THRESHOLDS_FILE).is_file():
         click.echo(
             f"note: {Path(config['MODELS_DIR']) / THRESHOLDS_FILE} overrides the tuned "

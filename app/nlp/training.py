@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
@@ -228,6 +229,26 @@ def train_models(
         len(data.articles),
         data.n_examples,
     )
+
+
+def examples_since_last_version(session) -> tuple[int, str | None, datetime | None]:
+    """(intent examples added since the newest registered version, that version, when it was
+    registered); every example and ``None``s when no version was ever trained. What reviewers
+    teach and imports add both count: either is new training data."""
+    from sqlalchemy import func, select
+
+    from app.models import ModelVersion, TrainingExample
+
+    latest = session.scalars(
+        select(ModelVersion).order_by(ModelVersion.created_at.desc()).limit(1)
+    ).first()
+    query = select(func.count()).select_from(TrainingExample)
+    if latest is not None:
+        query = query.where(TrainingExample.created_at > latest.created_at)
+    count = session.scalar(query) or 0
+    if latest is None:
+        return count, None, None
+    return count, latest.version, latest.created_at
 
 
 def publish_version(config: Mapping, version: str, *, candidate: bool = False) -> None:
