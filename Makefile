@@ -8,10 +8,11 @@ PORT   ?= 8000
 
 .PHONY: run test test-fast train bench lint format clean browser-deps prometheus-deps
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every dependency to the versions the tests and benchmarks ran with.
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
 run: $(STAMP)
