@@ -8,17 +8,21 @@ traffic in a seeded shuffled order through the router with escalation on. Each r
 is stored as the chat service stores a turn (the customer's message and the bot's turn replying
 to it), so that retraining reads it as recent traffic. Every escalated question goes to a
 simulated reviewer who teaches its true intent (its category) through the reviewer console's
-code path, ``app.review.service.teach_intent``. Every ``--every`` questions the models are
-retrained from the database as ``tierdesk train`` trains them (with a frozen BERT encoder:
-under 6,000 texts the held-out folds never fine-tune it), and the replay goes on through the
-new router. Before any traffic and at each checkpoint, the current router answers BANKING77
-TEST (``--test-limit`` samples it): automation (answered and right, over all TEST queries),
+code path, ``app.review.service.teach_intent``. Every ``--every`` questions (with
+``--every-reviews N``: as soon as N questions were taught since the last retrain, the cadence of
+``tierdesk train --min-new-examples N`` run by a timer) the models are retrained from the
+database as ``tierdesk train`` trains them, with a frozen BERT encoder (under 6,000 texts the
+held-out folds never fine-tune it), and the replay goes on through the new router. Before
+any traffic and at each checkpoint, the current router answers BANKING77 TEST
+(``--test-limit`` samples it): automation (answered and right, over all TEST queries),
 coverage, answered accuracy, the share of ``intents/out_of_scope/test.csv`` escalated, reviews
 spent so far and the retrain's wall time.
 
     python bench/bench_learning.py                                   # the full replay (10,003)
     python bench/bench_learning.py --limit 600 --every 300 --test-limit 300   # a quick run
     python bench/bench_learning.py --supervised-automation 0.85      # with a reference line
+    python bench/bench_learning.py --every-reviews 500 --limit 7000  # retrain per 500 reviews
+    python bench/bench_learning.py --compare bench/out/earlier.json  # its curve in the plot too
 
 Prints a Markdown table, writes ``bench/out/learning.json`` (after every checkpoint, so an
 interrupted run keeps what it measured) and a plot of automation and answered accuracy
@@ -139,17 +143,51 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], out: Path, supervised: float | None) -> None:
+def run_label(config: dict) -> str:
+    """How a run retrained, for a legend: "every 2,000 questions, seed 0"."""
+    if config.get("every_reviews"):
+        cadence = f"a retrain per {config['every_reviews']:,} reviews"
+    else:
+        cadence = f"every {config['every']:,} questions"
+    return f"{cadence}, seed {config['seed']}"
+
+
+def plot(
+    rows: list[dict],
+    out: Path,
+    supervised: float | None,
+    run: str = "",
+    others: list[tuple[str, list[dict]]] = (),
+) -> None:
+    """Automation and answered accuracy against reviews spent; ``others``: the automation of
+    earlier runs (``--compare``), drawn thinner beside this one."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     reviews = [r["reviews"] for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 5 + 0.25 * len(others)))
+    suffix = f", {run}" if run else ""
     ax.plot(
-        reviews, [r["automation"] * 100 for r in rows], "o-", color="tab:blue", label="automation"
+        reviews,
+        [r["automation"] * 100 for r in rows],
+        "o-",
+        color="tab:blue",
+        label=f"automation{suffix}",
     )
+    colours = ("tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:gray")
+    for (name, other), marker, colour in zip(others, "^vDP*x", colours, strict=False):
+        ax.plot(
+            [r["reviews"] for r in other],
+            [r["automation"] * 100 for r in other],
+            marker=marker,
+            color=colour,
+            linestyle="-",
+            linewidth=1,
+            alpha=0.6,
+            label=f"automation, {name}",
+        )
     if supervised is not None:
         ax.axhline(
             supervised * 100,
@@ -167,14 +205,18 @@ def plot(rows: list[dict], out: Path, supervised: float | None) -> None:
         [r["answered_accuracy"] * 100 for r in rows],
         "s--",
         color="tab:red",
-        label="answered accuracy",
+        label=f"answered accuracy{suffix}",
     )
     acc.set_ylabel("answered accuracy (% of answered that are right)", color="tab:red")
     acc.set_ylim(0, 100)
     handles = ax.get_legend_handles_labels()[0] + acc.get_legend_handles_labels()[0]
     # Under the axes: the curves may run anywhere in the plot.
     ax.legend(
-        handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=2 if others else 3,
+        frameon=False,
     )
     ax.set_title("Learning from reviews on BANKING77 (demo KB, escalated questions taught)")
     fig.tight_layout()
@@ -197,6 +239,13 @@ def main() -> None:
         "--every", type=int, default=DEFAULT_EVERY, help="retrain every N replayed questions"
     )
     parser.add_argument(
+        "--every-reviews",
+        type=int,
+        default=None,
+        help="retrain as soon as N questions were taught since the last retrain "
+        "(instead of every --every questions)",
+    )
+    parser.add_argument(
         "--limit", type=int, default=None, help="TRAIN questions replayed [default: all]"
     )
     parser.add_argument("--seed", type=int, default=0, help="replay order, samples, training")
@@ -212,6 +261,14 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=OUT / "learning.json")
     parser.add_argument(
+        "--compare",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="an earlier run's --json whose automation the plot draws too (repeatable)",
+    )
+    parser.add_argument(
         "--answered-target",
         type=float,
         default=ANSWERED_TARGET,
@@ -220,6 +277,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.every < 1:
         parser.error("--every must be at least 1")
+    if args.every_reviews is not None and args.every_reviews < 1:
+        parser.error("--every-reviews must be at least 1")
+    others = []
+    for path in args.compare:
+        try:
+            earlier = json.loads(path.read_text())
+            others.append((run_label(earlier["config"]), earlier["checkpoints"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            parser.error(f"--compare {path}: not a bench_learning --json file ({exc})")
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
@@ -253,7 +319,8 @@ def main() -> None:
         "data": str(DATA),
         "kb": str(KB_DIR.relative_to(ROOT)),
         "oos_test": str(OOS_TEST.relative_to(ROOT)),
-        "every": args.every,
+        "every": None if args.every_reviews else args.every,
+        "every_reviews": args.every_reviews,
         "limit": args.limit,
         "seed": args.seed,
         "n_train": len(train),
@@ -307,7 +374,13 @@ def main() -> None:
                     }
                 )
                 write_json(args.json, config, rows)
-                plot(rows, args.plot, args.supervised_automation)
+                plot(
+                    rows,
+                    args.plot,
+                    args.supervised_automation,
+                    run_label(config),
+                    others,
+                )
                 tqdm.write(
                     f"checkpoint {index}: {replayed} replayed, {reviews} reviews, automation "
                     f"{result['automation']:.2%}, coverage {result['coverage']:.2%}, answered "
@@ -366,7 +439,11 @@ def main() -> None:
                         decision.article is not None and decision.article.intent == category
                     )
                 bar.set_postfix(reviews=reviews)
-                if i % args.every == 0 or i == len(stream):
+                if args.every_reviews:
+                    due = window["escalated"] >= args.every_reviews
+                else:
+                    due = i % args.every == 0
+                if due or i == len(stream):
                     session.commit()
                     q = window["questions"]
                     window["automation"] = round(window["answered_right"] / q, 4)
@@ -383,9 +460,14 @@ def main() -> None:
             session.close()
             dispose_engine(url)
 
+    cadence = (
+        f"a retrain per {args.every_reviews:,} reviews"
+        if args.every_reviews
+        else f"retrain every {args.every:,}"
+    )
     print(
         f"### Learning curve on BANKING77 (demo KB, {len(stream):,} TRAIN questions replayed, "
-        f"retrain every {args.every:,}, {len(test):,} TEST queries)\n"
+        f"{cadence}, {len(test):,} TEST queries)\n"
     )
     print(format_table(rows))
     print(json.dumps({"written": [str(args.json), str(args.plot)]}))
