@@ -13,6 +13,10 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+# The share of answered turns spot-checked (SPOT_CHECK_SHARE): bench/bench_learning.py measures it.
+DEFAULT_SPOT_CHECK_SHARE = 0.05
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
@@ -116,6 +120,14 @@ class Config:
         # Send the least confident answers to review while escalations run under the tuned
         # budget (app/nlp/capacity.py); off: exactly the tuned tau_review.
         self.SPARE_REVIEW = _env_bool("TIERDESK_SPARE_REVIEW", False)
+        # The share of answered turns drawn for a person to judge afterwards (app/review/
+        # spot_checks.py): calibration learns the answered traffic from them, and they measure
+        # the answered accuracy customers get. 0: no spot checks.
+        self.SPOT_CHECK_SHARE = _env_float("TIERDESK_SPOT_CHECK_SHARE", DEFAULT_SPOT_CHECK_SHARE)
+        if not 0.0 <= self.SPOT_CHECK_SHARE <= 1.0:
+            raise ValueError(
+                f"TIERDESK_SPOT_CHECK_SHARE must be between 0 and 1 (got {self.SPOT_CHECK_SHARE})"
+            )
         # Model lifecycle (app/nlp/registry.py, shadow.py, canary.py): the shadow's queue of
         # questions waiting to be compared (full: dropped), and the canary's automatic rollback
         # when its thumbs-down or escalation rate exceeds the active version's by the margin

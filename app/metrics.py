@@ -49,6 +49,12 @@ ESCALATIONS = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+SPOT_CHECKS = Counter(
+    "tierdesk_spot_checks_total",
+    "Answered turns drawn for a spot check (event drawn), and the verdicts (right, wrong).",
+    ["event"],
+    registry=REGISTRY,
+)
 STAGE_LATENCY = Histogram(
     "tierdesk_stage_seconds",
     "Latency of each NLP stage.",

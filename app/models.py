@@ -41,7 +41,9 @@ class Base(DeclarativeBase):
 
 
 TIERS = ("simple", "complex")
-EXAMPLE_ORIGINS = ("seed", "import", "reviewer")
+EXAMPLE_ORIGINS = ("seed", "import", "reviewer")  # what `tierdesk intents import` may record
+# Examples people taught in the console: from an escalation, or from a spot check.
+TAUGHT_ORIGINS = ("reviewer", "spot_check")
 MESSAGE_ROLES = ("customer", "bot", "agent")
 REVIEW_STATUSES = tuple(ReviewStatus)
 
@@ -88,7 +90,13 @@ class TrainingExample(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     text: Mapped[str] = mapped_column(String(2000))
     intent: Mapped[str] = mapped_column(String(200), index=True)
-    origin: Mapped[str] = mapped_column(String(16), default="import")  # seed | import | reviewer
+    origin: Mapped[str] = mapped_column(
+        String(16), default="import"
+    )  # seed|import|reviewer|spot_check
+    # A spot-checked answer (origin "spot_check"): the share of answered questions checked
+    # when it was taught. Calibration weighs the example 1/share, as it stands for that many answers nobody
+    # reviewed (app/review/spot_checks.py). None: every question of its kind is taught (escalations).
+    sample_share: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
@@ -187,6 +195,30 @@ class ReviewItem(Base):
     draft_unchanged: Mapped[bool | None] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class SpotCheck(Base):
+    """An answered turn drawn at random (``SPOT_CHECK_SHARE``) for a person to judge afterwards
+    (app/review/spot_checks.py). The customer already has the answer; the verdict teaches the models
+    and measures the answered accuracy customers get."""
+
+    __tablename__ = "spot_checks"
+    __table_args__ = (Index("ix_spot_checks_verdict_created", "verdict", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id"), index=True)
+    message_id: Mapped[str] = mapped_column(String(32))  # the customer's message
+    answer_message_id: Mapped[str] = mapped_column(String(32))  # the bot's answer
+    intent: Mapped[str | None] = mapped_column(String(200))  # the intent the bot answered
+    article_slug: Mapped[str | None] = mapped_column(String(200))
+    route: Mapped[str | None] = mapped_column(String(24))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    sample_share: Mapped[float] = mapped_column(Float)  # SPOT_CHECK_SHARE when it was drawn
+    verdict: Mapped[str | None] = mapped_column(String(16))  # None (waiting) | right | wrong
+    correct_intent: Mapped[str | None] = mapped_column(String(200))
+    reviewer_id: Mapped[int | None] = mapped_column(ForeignKey("reviewers.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    judged_at: Mapped[datetime | None] = mapped_column(DateTime)
 
 
 class PiiRef(Base):

@@ -87,6 +87,7 @@ class AuditAction(StrEnum):
     PURGE = "purge"  # the retention job deleted expired conversations
     RETENTION_SET = "retention_set"  # an admin changed the retention days
     MODEL_ACTIVATE = "model_activate"
+    SPOT_CHECK = "spot_check"  # a reviewer judged an answer drawn for a spot check
 
 
 class ConversationState(StrEnum):

@@ -27,6 +27,10 @@ pytest_plugins = [
     "fixtures_lifecycle",
 ]
 
+# Spot checks are drawn at random: off for the suite (subprocesses inherit it), so that row
+# counts never vary between runs; the tests of spot checks set the share they need.
+os.environ["TIERDESK_SPOT_CHECK_SHARE"] = "0"
+
 PG_ADMIN_URL = os.environ.get(
     "TIERDESK_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )

@@ -2,8 +2,9 @@
 
 The NLP core never imports the web layers; the review package and the chat package do not
 import each other's modules except where chat hands an escalation to review
-(``app.review.service.escalate``) and reads or moves the conversation's handoff state
-(``app.review.handoff``, the one place that changes it); the training stages import nothing of the web layers.
+(``app.review.service.escalate``), reads or moves the conversation's handoff state
+(``app.review.handoff``, the one place that changes it) and draws an answered turn for a spot
+check (``app.review.spot_checks``); the training stages import nothing of the web layers.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def test_a_package_does_not_import_the_layers_it_must_not_know(package, forbidde
     assert not offenders, sorted(offenders)
 
 
-def test_chat_reaches_review_only_to_escalate_and_for_the_handoff_state():
+def test_chat_reaches_review_only_to_escalate_for_the_handoff_state_and_spot_checks():
     uses = {
         f"{module}: {name}"
         for module, names in imports_of("chat").items()
@@ -62,6 +63,7 @@ def test_chat_reaches_review_only_to_escalate_and_for_the_handoff_state():
     assert uses == {
         "app/chat/service.py: app.review.service",
         "app/chat/service.py: app.review.handoff",
+        "app/chat/service.py: app.review.spot_checks",
     }
 
 

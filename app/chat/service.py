@@ -8,6 +8,9 @@ Every customer message becomes a ``Message(role="customer")`` row and every turn
 - ``status="pending_review"``: the bot's draft (if it had one) with the routing trace, kept for
   the reviewer; customers see only a "a person will answer shortly" notice in its place.
 
+A random ``SPOT_CHECK_SHARE`` of the answered turns also gets a ``SpotCheck`` row in the same
+transaction, for a reviewer to judge afterwards (``app.review.spot_checks``).
+
 A reviewer's reply arrives later as a ``Message(role="agent")`` written by the console.
 
 The engine sees the customer's text as typed; what is stored (the message, the trace, a
@@ -26,6 +29,7 @@ from flask import current_app
 from sqlalchemy import JSON, func, null, select
 from sqlalchemy.orm import Session
 
+from app import metrics
 from app.chat.articles import ArticleCache, ArticleView
 from app.chat.durability import relax_commit_durability
 from app.message_view import article_ref, iso, message_payload
@@ -278,14 +282,27 @@ def handle_message(
             from app.review.handoff import apply as move_handoff
 
             move_handoff(session, conversation, "reopen", strict=False)
+        check = _spot_check(customer, bot, current_app.config.get("SPOT_CHECK_SHARE", 0.0))
         _store_answered_turn(
             session,
             conversation if new_conversation else None,
             [customer, bot],
             relaxed_commit,
-            refs,
+            [*refs, check] if check is not None else refs,
         )
+        if check is not None:
+            metrics.SPOT_CHECKS.labels("drawn").inc()
     return Turn(conversation, customer, bot, article if not reason else None, suggestions)
+
+
+def _spot_check(customer: Message, bot: Message, share: float):
+    """The answered turn's ``SpotCheck`` row when it is drawn (probability ``share``), for the
+    turn's own transaction; else None (``app.review.spot_checks``)."""
+    if share <= 0.0:
+        return None
+    from app.review.spot_checks import draw, spot_check_of
+
+    return spot_check_of(customer, bot, share) if draw(share) else None
 
 
 def _tell_console(conversation: Conversation, customer: Message, session: Session) -> None:

@@ -97,7 +97,9 @@ def fit_models(
         )
         replay = replay_held_out(data, plan, fasttext, bert, progress=progress)
         bar.step("held-out replayed")
-        calibrated = calibrate(replay, seed=seed, thin=thin_intents(data.labels))
+        calibrated = calibrate(
+            replay, seed=seed, thin=thin_intents(data.labels), weights=plan.held_weights()
+        )
         bar.step("calibrated")
         tuned = tune(
             data,

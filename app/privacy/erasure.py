@@ -32,6 +32,7 @@ from app.models import (
     PiiRef,
     ReviewItem,
     ReviewNote,
+    SpotCheck,
     utcnow,
 )
 from app.privacy.refs import digest
@@ -110,6 +111,10 @@ def export(session: Session, conversation_ids: list[str]) -> dict[str, Any]:
         entry["messages"] = [_row(m) for m in messages]
         entry["feedback"] = [_row(f) for f in feedback]
         entry["review_items"] = [_row(i) for i in items]
+        entry["spot_checks"] = [
+            _row(c)
+            for c in session.scalars(select(SpotCheck).where(SpotCheck.conversation_id == cid))
+        ]
         entry["review_notes"] = [
             _row(n)
             for n in session.scalars(
@@ -134,6 +139,7 @@ class ErasureReport:
     pii_refs: int = 0
     review_notes: int = 0
     deliveries: int = 0
+    spot_checks: int = 0
     redis_items: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -146,6 +152,7 @@ class ErasureReport:
             "pii_refs": self.pii_refs,
             "review_notes": self.review_notes,
             "deliveries": self.deliveries,
+            "spot_checks": self.spot_checks,
         }
 
     def summary(self) -> str:
@@ -175,6 +182,9 @@ def delete_conversations(
     )
     report.review_items = _count(
         session, delete(ReviewItem).where(ReviewItem.conversation_id.in_(conversation_ids))
+    )
+    report.spot_checks = _count(
+        session, delete(SpotCheck).where(SpotCheck.conversation_id.in_(conversation_ids))
     )
     report.pii_refs = _count(
         session, delete(PiiRef).where(PiiRef.conversation_id.in_(conversation_ids))

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import delete, exists, func, select
 
 from app.db import session_scope
-from app.models import Conversation, Message, TrainingExample, utcnow
+from app.models import TAUGHT_ORIGINS, Conversation, Message, TrainingExample, utcnow
 from app.privacy.erasure import delete_conversations, forget_in_redis
 from app.review import audit
 from app.state import ERASURE_REVISION, bump_revision
@@ -207,7 +207,7 @@ def purge(
                 time.sleep(PAUSE_SECONDS)
 
     if report.training_cutoff is not None:
-        taught = (TrainingExample.origin == "reviewer") & (
+        taught = TrainingExample.origin.in_(TAUGHT_ORIGINS) & (
             TrainingExample.created_at < report.training_cutoff
         )
         with session_scope(url) as session:

@@ -10,6 +10,7 @@ card number keeps its last four digits only), and every reply and discard is aud
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -503,12 +504,24 @@ def known_intents(session: Session) -> list[str]:
     return sorted(names)
 
 
-def teach_intent(session: Session, text: str, intent: str) -> tuple[TrainingExample, bool]:
-    """Store ``text`` as a training example of ``intent`` (origin "reviewer"); the next
-    ``tierdesk train`` learns it. Returns the example and whether it is new."""
+def teach_intent(
+    session: Session,
+    text: str,
+    intent: str,
+    *,
+    sample_share: float | None = None,
+    intents: Collection[str] | None = None,
+    commit: bool = True,
+) -> tuple[TrainingExample, bool]:
+    """Store ``text`` as a training example of ``intent``; the next ``tierdesk train`` learns
+    it. Origin "reviewer", or "spot_check" with ``sample_share`` (the share of answered
+    questions checked when this one was drawn, ``app.review.spot_checks``), which calibration
+    weighs 1/share.
+    ``intents``: the names allowed (default ``known_intents``); ``commit=False`` leaves the
+    commit to the caller's transaction. Returns the example and whether it is new."""
     text = mask(clean_text(text, 2000, "example"))
     intent = (intent or "").strip()
-    if intent not in known_intents(session):
+    if intent not in (known_intents(session) if intents is None else intents):
         raise ReviewError(f"Unknown intent {intent!r}.")
     existing = session.scalar(
         select(TrainingExample).where(
@@ -517,9 +530,15 @@ def teach_intent(session: Session, text: str, intent: str) -> tuple[TrainingExam
     )
     if existing is not None:
         return existing, False
-    example = TrainingExample(text=text, intent=intent, origin="reviewer")
+    example = TrainingExample(
+        text=text,
+        intent=intent,
+        origin="reviewer" if sample_share is None else "spot_check",
+        sample_share=sample_share,
+    )
     session.add(example)
-    session.commit()
+    if commit:
+        session.commit()
     return example, True
 
 

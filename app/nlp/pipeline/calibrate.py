@@ -49,29 +49,41 @@ class Calibrated:
     metrics: dict
 
 
-def calibrate(replay: HeldOutReplay, *, seed: int, thin: bool = False) -> Calibrated:
+def calibrate(
+    replay: HeldOutReplay,
+    *,
+    seed: int,
+    thin: bool = False,
+    weights: Sequence[float] | None = None,
+) -> Calibrated:
     """``thin``: intents have too few examples (INTENT_SIGNALS_MIN_EXAMPLES) for FastText's or
     the head's probabilities to mean the same on held-out queries as live; the BERT route then
-    uses only the KB-matching signals."""
+    uses only the KB-matching signals. ``weights``: each in-scope held-out query's weight in
+    the fits (``HeldOutPlan.held_weights``; out-of-scope negatives weigh 1). Held-out queries
+    are mostly questions some model escalated, harder than the answers it gives; a spot-checked
+    answer weighs 1/share so that the fit sees the answered traffic in its true proportion."""
     routes = replay.outcomes
     simple_ok = routes.simple_ok.astype(bool)
     bert_ok = routes.bert_ok.astype(bool)
     n = routes.n_in_scope
+    w = fit_weights(weights, n, len(simple_ok))
     simple_used = calibration_features(
         SIMPLE_FEATURES, FEW_SIMPLE_FEATURES, int(simple_ok[:n].sum())
     )
     complex_used = calibration_features(
         COMPLEX_FEATURES, FEW_COMPLEX_FEATURES, 0 if thin else int(bert_ok[:n].sum())
     )
-    simple = Calibrator(simple_used).fit(routes.simple_rows, simple_ok)
-    complex_ = Calibrator(complex_used).fit(routes.complex_rows, bert_ok)
-    conf_s = cross_fitted(simple_used, routes.simple_rows, simple_ok, CALIBRATION_FOLDS, seed)
-    conf_b = cross_fitted(complex_used, routes.complex_rows, bert_ok, CALIBRATION_FOLDS, seed)
+    simple = Calibrator(simple_used).fit(routes.simple_rows, simple_ok, w)
+    complex_ = Calibrator(complex_used).fit(routes.complex_rows, bert_ok, w)
+    conf_s = cross_fitted(simple_used, routes.simple_rows, simple_ok, CALIBRATION_FOLDS, seed, w)
+    conf_b = cross_fitted(complex_used, routes.complex_rows, bert_ok, CALIBRATION_FOLDS, seed, w)
     metrics = {
         "simple_ece": round(expected_calibration_error(conf_s[:n], simple_ok[:n]), 4),
         "complex_ece": round(expected_calibration_error(conf_b[:n], bert_ok[:n]), 4),
         "simple_bins": reliability_bins(conf_s[:n], simple_ok[:n]),
         "complex_bins": reliability_bins(conf_b[:n], bert_ok[:n]),
+        # held-out queries that are spot-checked answers, weighed 1/share (0: none yet)
+        "spot_checked_queries": 0 if w is None else int((w[:n] != 1.0).sum()),
     }
     outcomes = ValidationOutcomes(
         ft_top=routes.ft_top[:n],
@@ -90,6 +102,15 @@ def calibrate(replay: HeldOutReplay, *, seed: int, thin: bool = False) -> Calibr
         ),
     )
     return Calibrated(CalibrationSet(simple, complex_, metrics), outcomes, metrics)
+
+
+def fit_weights(weights: Sequence[float] | None, n_in_scope: int, n: int) -> np.ndarray | None:
+    """Per held-out row (in-scope, then negatives at 1), or None when every weight is 1."""
+    if weights is None or all(x == 1.0 for x in weights):
+        return None
+    if len(weights) != n_in_scope:
+        raise ValueError(f"{len(weights)} weights for {n_in_scope} in-scope held-out queries")
+    return np.concatenate([np.asarray(weights, dtype=float), np.ones(n - n_in_scope)])
 
 
 def thin_intents(labels: Sequence[str]) -> bool:
@@ -114,6 +135,7 @@ def cross_fitted(
     correct: np.ndarray,
     folds: int,
     seed: int,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Calibrated confidences where each row's value comes from a fit without that row."""
     n = len(rows)
@@ -124,6 +146,10 @@ def cross_fitted(
             continue
         mask = np.ones(n, dtype=bool)
         mask[chunk] = False
-        cal = Calibrator(features).fit([rows[i] for i in np.flatnonzero(mask)], correct[mask])
+        cal = Calibrator(features).fit(
+            [rows[i] for i in np.flatnonzero(mask)],
+            correct[mask],
+            None if weights is None else weights[mask],
+        )
         out[chunk] = cal.predict_many([rows[i] for i in chunk])
     return out

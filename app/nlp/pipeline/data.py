@@ -53,11 +53,21 @@ class TrainingData:
     # How many of ``texts`` are intent examples (imported or taught); the rest are the KB's own
     # titles and alternate questions.
     n_examples: int = 0
+    # Each text's weight in the calibrators' fit (empty: every text 1): a spot-checked answer
+    # stands for 1/share answered questions nobody reviewed (``example_weight``).
+    weights: list[float] = field(default_factory=list)
+
+    def weight_of(self) -> list[float]:
+        """Every text's calibration weight, in the order of ``texts``."""
+        return list(self.weights) if self.weights else [1.0] * len(self.texts)
 
     def data_hash(self) -> str:
         digest = hashlib.sha256()
-        for text, label in sorted(zip(self.texts, self.labels, strict=True)):
-            digest.update(f"{label}\t{text}\n".encode())
+        weights = self.weight_of()
+        for text, label, weight in sorted(zip(self.texts, self.labels, weights, strict=True)):
+            # a weight of 1 adds nothing, so data without spot checks hashes as it always did
+            extra = "" if weight == 1.0 else f"\t{weight:.6g}"
+            digest.update(f"{label}\t{text}{extra}\n".encode())
         for a in sorted(self.articles, key=lambda a: a.slug):
             digest.update(json.dumps([a.slug, a.title, a.questions, a.intent]).encode())
         for name, tier in sorted(self.declared_tiers.items()):
@@ -176,10 +186,14 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
 
     from app.models import Article, Intent, TrainingExample
 
-    pairs: dict[tuple[str, str], None] = {}
-    for text, intent in session.execute(select(TrainingExample.text, TrainingExample.intent)):
+    pairs: dict[tuple[str, str], float] = {}
+    for text, intent, share in session.execute(
+        select(TrainingExample.text, TrainingExample.intent, TrainingExample.sample_share)
+    ):
         if text and text.strip() and intent:
-            pairs[(text.strip(), intent)] = None
+            key = (text.strip(), intent)
+            # the same question twice (spacing aside): the smaller weight
+            pairs[key] = min(pairs.get(key, float("inf")), example_weight(share))
     n_examples = len(pairs)
     articles: list[KbArticle] = []
     for art in session.scalars(
@@ -189,12 +203,13 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
         questions = [q for q in (art.questions or []) if isinstance(q, str) and q.strip()]
         articles.append(KbArticle(art.slug, art.title, questions, art.body or "", intent))
         for text in [art.title, *questions]:
-            pairs[(text.strip(), intent)] = None
+            pairs[(text.strip(), intent)] = 1.0  # the KB's own text: not a sample of traffic
     declared = {
         i.name: i.tier for i in session.scalars(select(Intent)) if i.tier_source == "declared"
     }
     texts = [t for t, _ in pairs]
     labels = [lab for _, lab in pairs]
+    weights = list(pairs.values())
     articles = with_examples_as_questions(articles, texts, labels)
     return TrainingData(
         texts,
@@ -204,7 +219,16 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
         read_oos_dev(intents_dir),
         recent_traffic(session),
         n_examples,
+        weights if any(w != 1.0 for w in weights) else [],
     )
+
+
+def example_weight(sample_share: float | None) -> float:
+    """A taught example's weight in calibration: 1/share for a spot-checked answer (one of
+    every 1/share answered questions was checked), 1 for everything else."""
+    if sample_share is None or not 0.0 < sample_share < 1.0:
+        return 1.0
+    return 1.0 / sample_share
 
 
 def recent_traffic(session, limit: int = TRAFFIC_MAX) -> list[str]:

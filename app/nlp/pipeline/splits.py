@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.nlp.intent import stratified_split
 from app.nlp.normalize import tokenize
@@ -62,6 +62,8 @@ class HeldOutPlan:
     refit: bool  # retrain on all the data for serving (not when the held-out set was given)
     # Negatives left out because a labelled text is the same question (``in_scope_negatives``).
     negatives_labelled: int = 0
+    # Each text's weight in the calibrators' fit (empty: every text 1; ``TrainingData.weights``).
+    weights: list[float] = field(default_factory=list)
 
     @property
     def shared_encoder(self) -> bool:
@@ -89,6 +91,12 @@ class HeldOutPlan:
         """The label of every in-scope held-out query, fold after fold."""
         return [self.labels[i] for fold in self.folds for i in fold.held]
 
+    def held_weights(self) -> list[float]:
+        """The calibration weight of every in-scope held-out query, fold after fold."""
+        if not self.weights:
+            return [1.0] * sum(len(fold.held) for fold in self.folds)
+        return [self.weights[i] for fold in self.folds for i in fold.held]
+
 
 def plan_held_out(
     data: TrainingData,
@@ -102,10 +110,12 @@ def plan_held_out(
     if validation is None:
         mode, pairs = held_out_folds(data.labels, val_fraction=val_fraction, seed=seed)
         texts, labels = list(data.texts), list(data.labels)
+        weights = list(data.weights)
     else:
         mode = "given"
         texts = [*data.texts, *validation[0]]
         labels = [*data.labels, *validation[1]]
+        weights = [*data.weights, *[1.0] * len(validation[0])] if data.weights else []
         pairs = [(list(range(len(data.texts))), list(range(len(data.texts), len(texts))))]
         refit = False
     if not pairs or not any(held for _, held in pairs):
@@ -121,6 +131,7 @@ def plan_held_out(
         negatives=[t for t in candidates if t not in labelled],
         refit=refit,
         negatives_labelled=len(labelled),
+        weights=weights,
     )
 
 
