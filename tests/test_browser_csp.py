@@ -79,6 +79,7 @@ def test_console_and_pages_load_under_the_csp_without_violations(
         visited.append(("item", page.evaluate("window.__cspViolations")))
         visit(f"{base}/console/items/{item_id}")
         visit(f"{base}/console/stats")
+        visit(f"{base}/console/spot-checks")
         visit(f"{base}/console/admin/")
         visit(f"{base}/console/admin/audit")
     context.close()

@@ -10,6 +10,7 @@ from app.models import Message, ReviewItem
 GET_URLS = [
     "/console/",
     "/console/stats",
+    "/console/spot-checks",
     "/console/items/1",
     "/console/events",
     "/console/queue.json",
@@ -43,6 +44,8 @@ POST_URLS = [
     "/console/items/1/article",
     "/console/items/1/discard",
     "/console/items/1/teach",
+    "/console/spot-checks/1/right",
+    "/console/spot-checks/1/wrong",
 ]
 
 

@@ -25,8 +25,9 @@ from sqlalchemy import select
 from werkzeug.exceptions import HTTPException, NotFound
 
 from app.db import get_session
-from app.models import Article, Message, Reviewer, ReviewItem, utcnow
+from app.models import Article, Message, Reviewer, ReviewItem, SpotCheck, utcnow
 from app.review import auth, models_console, service
+from app.review import spot_checks as spot
 from app.review.admin import bp as admin_bp
 from app.review.queue import Reconciler
 from app.review.stats import dashboard
@@ -42,6 +43,7 @@ PUBLIC_ENDPOINTS = {"console.login"}
 RECONCILER_KEY = "tierdesk.review_reconciler"
 _reconciler_lock = threading.Lock()
 QUEUE_PAGE_ROWS = 100
+SPOT_CHECK_HISTORY = 50  # messages of a spot-checked conversation shown for context
 
 
 # -- background reconciler ------------------------------------------------------------------
@@ -449,6 +451,119 @@ def teach(item_id: int):
         db.rollback()
         flash(str(exc), "error")
     return _back(item_id)
+
+
+# -- spot checks ---------------------------------------------------------------------------------
+# Answered turns drawn at random for a person to judge afterwards (app/review/spot_checks.py):
+# not review items, no lease; the verdict teaches the models and measures answered accuracy.
+
+
+def _spot_check_or_404(check_id: int) -> SpotCheck:
+    check = get_session().get(SpotCheck, check_id)
+    if check is None:
+        raise NotFound("No such spot check.")
+    return check
+
+
+@bp.get("/spot-checks")
+def spot_checks():
+    db = get_session()
+    after = request.args.get("after", type=int)
+    check = spot.next_waiting(db, after=after)
+    context: dict = {}
+    if check is not None:
+        question = db.get(Message, check.message_id)
+        answer = db.get(Message, check.answer_message_id)
+        context = {
+            "question": question,
+            "answer": answer,
+            "article_title": (
+                db.scalar(select(Article.title).where(Article.slug == check.article_slug))
+                if check.article_slug
+                else None
+            ),
+            "history": list(
+                db.scalars(
+                    select(Message)
+                    .where(Message.conversation_id == check.conversation_id)
+                    .order_by(Message.seq, Message.created_at)
+                    .limit(SPOT_CHECK_HISTORY)
+                )
+            ),
+            "escalation_id": db.scalar(
+                select(ReviewItem.id)
+                .where(ReviewItem.conversation_id == check.conversation_id)
+                .order_by(ReviewItem.id.desc())
+                .limit(1)
+            ),
+            # "Wrong" with the bot's own intent is refused: it is not offered.
+            "intents": [name for name in spot.spot_check_intents(db) if name != check.intent],
+        }
+    return render_template(
+        "console/spot_checks.html",
+        check=check,
+        after=after,
+        waiting=spot.waiting(db),
+        now=utcnow(),
+        **context,
+    )
+
+
+def _back_to_spot_check(check_id: int):
+    """The page that shows this check while it waits (the next one once it is judged)."""
+    return redirect(
+        url_for("console.spot_checks", after=check_id - 1)
+        if check_id > 1
+        else url_for("console.spot_checks")
+    )
+
+
+def _verdict_message(judged: spot.Judged) -> str:
+    mark = "Marked right" if judged.check.verdict == spot.RIGHT else "Marked wrong"
+    if judged.example is None:
+        return f"{mark}; nothing in the knowledge base answers it, so nothing was taught."
+    intent = judged.example.intent
+    if judged.created:
+        return f"{mark}; taught as an example of {intent}."
+    return f"{mark}; the question was already an example of {intent}."
+
+
+def _judge_spot_check(check_id: int, *, right: bool, intent: str | None = None):
+    db = get_session()
+    check = _spot_check_or_404(check_id)
+    if check.verdict is not None:
+        # judge() refuses it too (a race); this says which verdict it has, mine or another's.
+        flash(f"This answer was judged already: {check.verdict}. Nothing changed.", "error")
+        return _back_to_spot_check(check_id)
+    try:
+        judged = spot.judge(db, check, g.reviewer.id, right=right, intent=intent)
+    except service.ReviewError as exc:
+        db.rollback()
+        flash(str(exc), "error")
+        return _back_to_spot_check(check_id)
+    flash(_verdict_message(judged))
+    # The next waiting one; past this one, so that checks the reviewer skipped come last.
+    if spot.next_waiting(db, after=check_id) is not None:
+        return redirect(url_for("console.spot_checks", after=check_id))
+    return redirect(url_for("console.spot_checks"))
+
+
+@bp.post("/spot-checks/<int:check_id>/right")
+def spot_check_right(check_id: int):
+    return _judge_spot_check(check_id, right=True)
+
+
+@bp.post("/spot-checks/<int:check_id>/wrong")
+def spot_check_wrong(check_id: int):
+    if "intent" not in request.form:  # the form's placeholder: no choice made
+        _spot_check_or_404(check_id)
+        flash(
+            "Choose what the question is: an intent, or “Nothing in the knowledge base "
+            "answers it”.",
+            "error",
+        )
+        return _back_to_spot_check(check_id)
+    return _judge_spot_check(check_id, right=False, intent=request.form["intent"][:200])
 
 
 # -- stats --------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Queue figures for ``tierdesk review stats`` and the console's stats page, read from the
-``review_items`` rows (the truth) plus the Redis queue depth."""
+``review_items`` rows (the truth) plus the Redis queue depth; the stats page also shows the
+answered accuracy measured by spot checks (``app.review.spot_checks``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from typing import Any
 from sqlalchemy import Integer, and_, cast, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.models import Article, Message, ReviewItem, TrainingExample, utcnow
+from app.models import (
+    TAUGHT_ORIGINS,
+    Article,
+    Message,
+    ReviewItem,
+    TrainingExample,
+    utcnow,
+)
+from app.review.spot_checks import MeasuredAccuracy, measured_accuracy
 from app.vocab import CLOSED_STATUSES, ReviewStatus
 
 log = logging.getLogger(__name__)
@@ -74,6 +83,10 @@ class Dashboard:
     taught_examples_pending: int
     articles_changed_pending: int
     notes: list[str] = field(default_factory=list)
+    # Spot checks of answered turns created in the window (app/review/spot_checks.py), and the
+    # answered accuracy the active thresholds were tuned to promise (None: not known).
+    spot_checks: MeasuredAccuracy = field(default_factory=lambda: MeasuredAccuracy(0, 0, 0))
+    answered_target: float | None = None
 
     @property
     def unchanged_share(self) -> float | None:
@@ -156,6 +169,18 @@ def _current_manifest_time(models_dir: Path) -> datetime | None:
     return _parse_moment(manifest.get("trained_at")) if isinstance(manifest, dict) else None
 
 
+def promised_answered_target(engine: Any) -> float | None:
+    """The answered accuracy the active thresholds promise: ``answered_target`` in the
+    provenance of the thresholds the engine routes with (None without a loaded model, or when
+    the thresholds were not tuned for a target)."""
+    thresholds = getattr(getattr(getattr(engine, "router", None), "m", None), "thresholds", None)
+    provenance = getattr(thresholds, "provenance", None)
+    value = provenance.get("answered_target") if isinstance(provenance, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0.0 < value <= 1.0:
+        return float(value)
+    return None
+
+
 def _route_label(route: str | None) -> str:
     return route or "none"
 
@@ -233,7 +258,9 @@ def dashboard(
 
     trained_at = model_trained_at(engine, models_dir)
     notes = []
-    examples = select(func.count(TrainingExample.id)).where(TrainingExample.origin == "reviewer")
+    examples = select(func.count(TrainingExample.id)).where(
+        TrainingExample.origin.in_(TAUGHT_ORIGINS)
+    )
     articles = select(func.count(Article.id))
     if trained_at is not None:
         examples = examples.where(TrainingExample.created_at > trained_at)
@@ -255,4 +282,6 @@ def dashboard(
         taught_examples_pending=int(session.scalar(examples) or 0),
         articles_changed_pending=int(session.scalar(articles) or 0) if trained_at else 0,
         notes=notes,
+        spot_checks=measured_accuracy(session, since=window_start),
+        answered_target=promised_answered_target(engine),
     )
