@@ -8,7 +8,10 @@ traffic in a seeded shuffled order through the router with escalation on. Each r
 is stored as the chat service stores a turn (the customer's message and the bot's turn replying
 to it), so that retraining reads it as recent traffic. Every escalated question goes to a
 simulated reviewer who teaches its true intent (its category) through the reviewer console's
-code path, ``app.review.service.teach_intent``. Every ``--every`` questions (with
+code path, ``app.review.service.teach_intent``. A random ``--spot-check-share`` of the
+answered questions is spot-checked as the product checks them (``app.review.spot_checks``): the
+simulated reviewer teaches its true intent with the share, whether the bot was right or not;
+spot checks count as reviews spent. Every ``--every`` questions (with
 ``--every-reviews N``: as soon as N questions were taught since the last retrain, the cadence of
 ``tierdesk train --min-new-examples N`` run by a timer) the models are retrained from the
 database as ``tierdesk train`` trains them, with a frozen BERT encoder (under 6,000 texts the
@@ -23,6 +26,7 @@ spent so far and the retrain's wall time.
     python bench/bench_learning.py --supervised-automation 0.85      # with a reference line
     python bench/bench_learning.py --every-reviews 500 --limit 7000  # retrain per 500 reviews
     python bench/bench_learning.py --compare bench/out/earlier.json  # its curve in the plot too
+    python bench/bench_learning.py --spot-check-share 0              # escalations only
 
 Prints a Markdown table, writes ``bench/out/learning.json`` (after every checkpoint, so an
 interrupted run keeps what it measured) and a plot of automation and answered accuracy
@@ -46,7 +50,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.nlp.thresholds import ANSWERED_TARGET  # noqa: E402 - after the path is set
+from app.config import DEFAULT_SPOT_CHECK_SHARE  # noqa: E402 - after the path is set
+from app.nlp.thresholds import ANSWERED_TARGET  # noqa: E402
 
 DATA = Path(os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77"))
 OUT = ROOT / "bench" / "out"
@@ -130,13 +135,14 @@ def evaluate(router, test: list[tuple[str, str]], oos: list[str], label: str) ->
 
 def format_table(rows: list[dict]) -> str:
     lines = [
-        "| checkpoint | questions replayed | reviews spent | automation | coverage "
+        "| checkpoint | questions replayed | reviews spent (spot checks) | automation | coverage "
         "| answered accuracy | oos escalated | retrain s |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['checkpoint']} | {r['questions']:,} | {r['reviews']:,} "
+            f"({r.get('spot_checks', 0):,}) "
             f"| {r['automation']:.2%} | {r['coverage']:.2%} | {r['answered_accuracy']:.2%} "
             f"| {r['oos_escalated']:.2%} | {r['retrain_seconds']:.1f} |"
         )
@@ -149,7 +155,9 @@ def run_label(config: dict) -> str:
         cadence = f"a retrain per {config['every_reviews']:,} reviews"
     else:
         cadence = f"every {config['every']:,} questions"
-    return f"{cadence}, seed {config['seed']}"
+    share = config.get("spot_check_share") or 0
+    checks = f"{share:.0%} of answers spot-checked" if share else "no spot checks"
+    return f"{cadence}, {checks}, seed {config['seed']}"
 
 
 def plot(
@@ -195,7 +203,7 @@ def plot(
             linestyle=":",
             label=f"fully supervised automation ({supervised:.1%})",
         )
-    ax.set_xlabel("reviews spent (escalated TRAIN questions taught)")
+    ax.set_xlabel("reviews spent (escalated and spot-checked TRAIN questions taught)")
     ax.set_ylabel("automation (% of TEST answered and right)", color="tab:blue")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
@@ -218,7 +226,7 @@ def plot(
         ncol=2 if others else 3,
         frameon=False,
     )
-    ax.set_title("Learning from reviews on BANKING77 (demo KB, escalated questions taught)")
+    ax.set_title("Learning from reviews on BANKING77 (demo KB, reviewed questions taught)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -269,6 +277,12 @@ def main() -> None:
         help="an earlier run's --json whose automation the plot draws too (repeatable)",
     )
     parser.add_argument(
+        "--spot-check-share",
+        type=float,
+        default=DEFAULT_SPOT_CHECK_SHARE,
+        help="the share of answered questions spot-checked (0: none) [default: %(default)s]",
+    )
+    parser.add_argument(
         "--answered-target",
         type=float,
         default=ANSWERED_TARGET,
@@ -279,6 +293,8 @@ def main() -> None:
         parser.error("--every must be at least 1")
     if args.every_reviews is not None and args.every_reviews < 1:
         parser.error("--every-reviews must be at least 1")
+    if not 0.0 <= args.spot_check_share < 1.0:
+        parser.error("--spot-check-share must be in [0, 1)")
     others = []
     for path in args.compare:
         try:
@@ -330,6 +346,7 @@ def main() -> None:
         "n_oos_test": len(oos),
         "fine_tune_epochs": 0,
         "supervised_automation": args.supervised_automation,
+        "spot_check_share": args.spot_check_share,
     }
     rows: list[dict] = []
 
@@ -357,7 +374,7 @@ def main() -> None:
                 )
             config["n_articles"] = session.scalar(select(func.count()).select_from(Article))
 
-            def checkpoint(index: int, replayed: int, reviews: int, window: dict):
+            def checkpoint(index: int, replayed: int, reviews: int, checks: int, window: dict):
                 router, seconds, info = retrain(session, args.seed, args.answered_target)
                 taught = session.scalar(select(func.count()).select_from(TrainingExample))
                 result = evaluate(router, test, oos, f"checkpoint {index}")
@@ -366,6 +383,7 @@ def main() -> None:
                         "checkpoint": index,
                         "questions": replayed,
                         "reviews": reviews,
+                        "spot_checks": checks,
                         "examples_taught": taught,
                         **result,
                         "retrain_seconds": round(seconds, 2),
@@ -417,9 +435,27 @@ def main() -> None:
                 )
                 session.add_all([conversation, customer, bot])
 
-            router = checkpoint(0, 0, 0, {})
-            reviews = 0
-            window = {"questions": 0, "escalated": 0, "answered_right": 0, "teach_errors": 0}
+            def teach(text: str, category: str, share: float | None) -> None:
+                try:
+                    teach_intent(session, text, category, sample_share=share)
+                except ReviewError as exc:  # e.g. a text clean_text refuses
+                    session.rollback()
+                    window["teach_errors"] += 1
+                    tqdm.write(f"not taught: {text[:60]!r}: {exc}", file=sys.stderr)
+
+            def fresh_window() -> dict:
+                return {
+                    "questions": 0,
+                    "escalated": 0,
+                    "spot_checked": 0,
+                    "answered_right": 0,
+                    "teach_errors": 0,
+                }
+
+            router = checkpoint(0, 0, 0, 0, {})
+            reviews = checks = 0
+            checker = random.Random(f"audit-{args.seed}")  # its own stream: same replay order
+            window = fresh_window()
             bar = tqdm(stream, desc="replay", unit="q", file=sys.stderr)
             for i, (text, category) in enumerate(bar, start=1):
                 decision = router.route(text)
@@ -428,19 +464,19 @@ def main() -> None:
                 if decision.escalate:
                     reviews += 1
                     window["escalated"] += 1
-                    try:
-                        teach_intent(session, text, category)
-                    except ReviewError as exc:  # e.g. a text clean_text refuses
-                        session.rollback()
-                        window["teach_errors"] += 1
-                        tqdm.write(f"not taught: {text[:60]!r}: {exc}", file=sys.stderr)
+                    teach(text, category, None)
                 else:
                     window["answered_right"] += (
                         decision.article is not None and decision.article.intent == category
                     )
+                    if args.spot_check_share and checker.random() < args.spot_check_share:
+                        reviews += 1
+                        checks += 1
+                        window["spot_checked"] += 1
+                        teach(text, category, args.spot_check_share)
                 bar.set_postfix(reviews=reviews)
                 if args.every_reviews:
-                    due = window["escalated"] >= args.every_reviews
+                    due = window["escalated"] + window["spot_checked"] >= args.every_reviews
                 else:
                     due = i % args.every == 0
                 if due or i == len(stream):
@@ -448,13 +484,8 @@ def main() -> None:
                     q = window["questions"]
                     window["automation"] = round(window["answered_right"] / q, 4)
                     window["escalation_rate"] = round(window["escalated"] / q, 4)
-                    router = checkpoint(len(rows), i, reviews, window)
-                    window = {
-                        "questions": 0,
-                        "escalated": 0,
-                        "answered_right": 0,
-                        "teach_errors": 0,
-                    }
+                    router = checkpoint(len(rows), i, reviews, checks, window)
+                    window = fresh_window()
             bar.close()
         finally:
             session.close()
