@@ -13,7 +13,8 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-# The share of answered turns spot-checked (SPOT_CHECK_SHARE): bench/bench_learning.py measures it.
+# The share of answered turns spot-checked (SPOT_CHECK_SHARE); bench/bench_learning.py
+# measures what it buys.
 DEFAULT_SPOT_CHECK_SHARE = 0.05
 
 

@@ -90,12 +90,11 @@ class TrainingExample(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     text: Mapped[str] = mapped_column(String(2000))
     intent: Mapped[str] = mapped_column(String(200), index=True)
-    origin: Mapped[str] = mapped_column(
-        String(16), default="import"
-    )  # seed|import|reviewer|spot_check
-    # A spot-checked answer (origin "spot_check"): the share of answered questions checked
-    # when it was taught. Calibration weighs the example 1/share, as it stands for that many answers nobody
-    # reviewed (app/review/spot_checks.py). None: every question of its kind is taught (escalations).
+    # seed | import | reviewer (an escalation) | spot_check (an answer a reviewer judged)
+    origin: Mapped[str] = mapped_column(String(16), default="import")
+    # A spot check's example: the share of answered questions checked when it was drawn.
+    # Calibration weighs it 1/share, as it stands for that many answers nobody reviewed
+    # (app/review/spot_checks.py). None: every question of its kind is taught (escalations).
     sample_share: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
@@ -198,9 +197,9 @@ class ReviewItem(Base):
 
 
 class SpotCheck(Base):
-    """An answered turn drawn at random (``SPOT_CHECK_SHARE``) for a person to judge afterwards
-    (app/review/spot_checks.py). The customer already has the answer; the verdict teaches the models
-    and measures the answered accuracy customers get."""
+    """An answered turn drawn at random (``SPOT_CHECK_SHARE``) for a person to judge
+    afterwards (app/review/spot_checks.py). The customer already has the answer; the verdict
+    teaches the models and measures the answered accuracy customers get."""
 
     __tablename__ = "spot_checks"
     __table_args__ = (Index("ix_spot_checks_verdict_created", "verdict", "created_at"),)
