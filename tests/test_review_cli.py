@@ -10,7 +10,9 @@ from sqlalchemy import select, update
 
 from app.cli import main
 from app.db import session_scope
-from app.models import Reviewer, ReviewItem, utcnow
+from app.models import Conversation, Message, Reviewer, ReviewItem, new_id, utcnow
+from app.review.spot_checks import spot_check_of
+from app.vocab import ConversationState
 
 STATS_KEYS = {"pending", "claimed", "resolved", "queued_in_redis", "oldest_pending_age_s"}
 
@@ -87,6 +89,14 @@ def test_review_stats_json(app, runner, redis_client):
         "resolved": 0,
         "queued_in_redis": 0,
         "oldest_pending_age_s": None,
+        "spot_checks": {
+            "days": 14,
+            "waiting": 0,
+            "judged": 0,
+            "right": 0,
+            "accuracy": None,
+            "interval_95": None,
+        },
     }
 
     db_url = app.config["SQLALCHEMY_DATABASE_URI"]
@@ -122,7 +132,7 @@ def test_review_stats_json(app, runner, redis_client):
         )
     result = runner.invoke(main, args=["review", "stats", "--json"])
     stats = json.loads(result.output)
-    assert set(stats) == STATS_KEYS
+    assert set(stats) == STATS_KEYS | {"spot_checks"}
     # The expired claim counts as pending; it is the oldest (10 minutes).
     assert (stats["pending"], stats["claimed"], stats["resolved"]) == (2, 1, 1)
     assert 590 <= stats["oldest_pending_age_s"] <= 700
@@ -138,3 +148,49 @@ def test_review_stats_json(app, runner, redis_client):
 def test_review_stats_human_output(runner):
     output = runner.invoke(main, args=["review", "stats"]).output
     assert "pending: 0" in output and "queued_in_redis: 0" in output
+    assert "spot_checks (last 14 days): none judged, 0 waiting" in output
+
+
+def _spot_check(db_url, verdict: str | None, age: timedelta = timedelta(0)) -> None:
+    """An answered turn drawn for a spot check, judged ``verdict`` (None: waiting)."""
+    with session_scope(db_url) as session:
+        conversation = Conversation(id=new_id(), client_key="k", status=ConversationState.BOT)
+        customer = Message(
+            id=new_id(), conversation_id=conversation.id, seq=0, role="customer", text="hi"
+        )
+        bot = Message(
+            id=new_id(),
+            conversation_id=conversation.id,
+            seq=1,
+            role="bot",
+            in_reply_to=customer.id,
+            status="answered",
+            text="answer",
+            confidence=0.99,
+            route="simple",
+            intent="greeting",
+        )
+        check = spot_check_of(customer, bot, 0.05)
+        check.verdict = verdict
+        check.created_at = utcnow() - age
+        session.add_all([conversation, customer, bot, check])
+
+
+def test_review_stats_reports_the_spot_checked_accuracy(app, runner):
+    db_url = app.config["SQLALCHEMY_DATABASE_URI"]
+    for verdict in ["right"] * 9 + ["wrong", None]:
+        _spot_check(db_url, verdict)
+    _spot_check(db_url, "wrong", age=timedelta(days=20))  # outside the default window
+    spot = json.loads(runner.invoke(main, args=["review", "stats", "--json"]).output)["spot_checks"]
+    assert (spot["judged"], spot["right"], spot["waiting"], spot["accuracy"]) == (10, 9, 1, 0.9)
+    low, high = spot["interval_95"]
+    assert 0.55 < low < 0.9 < high < 1.0  # Wilson's interval of 9 right out of 10
+    wider = json.loads(
+        runner.invoke(main, args=["review", "stats", "--json", "--days", "30"]).output
+    )["spot_checks"]
+    assert (wider["days"], wider["judged"], wider["right"]) == (30, 11, 9)
+    output = runner.invoke(main, args=["review", "stats"]).output
+    assert "spot_checks (last 14 days): 9/10 right (90.0%, 95% interval" in output
+    assert "1 waiting" in output
+    refused = runner.invoke(main, args=["review", "stats", "--days", "0"])
+    assert refused.exit_code == 2 and "--days" in refused.output

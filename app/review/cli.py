@@ -86,20 +86,51 @@ def review_group() -> None:
 
 @review_group.command("stats")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
-def review_stats(as_json: bool) -> None:
-    """Pending, claimed and resolved items, the Redis queue depth and the oldest wait."""
+@click.option(
+    "--days",
+    type=click.IntRange(1, 365),
+    default=14,
+    show_default=True,
+    help="The window of the spot-check accuracy.",
+)
+def review_stats(as_json: bool, days: int) -> None:
+    """Pending, claimed and resolved items, the Redis queue depth, the oldest wait, and the
+    answered accuracy measured by spot checks over the last DAYS days."""
+    from datetime import timedelta
+
+    from app.models import utcnow
+    from app.review.spot_checks import measured_accuracy
     from app.review.stats import queue_counts
     from app.services import get_review_queue
 
     with session_scope(current_app.config["SQLALCHEMY_DATABASE_URI"]) as session:
         counts = queue_counts(session, get_review_queue())
+        measured = measured_accuracy(session, since=utcnow() - timedelta(days=days))
+    interval = measured.interval()
+    spot = {
+        "days": days,
+        "waiting": measured.waiting,
+        "judged": measured.judged,
+        "right": measured.right,
+        "accuracy": round(measured.accuracy, 4) if measured.judged else None,
+        "interval_95": [round(interval[0], 4), round(interval[1], 4)] if interval else None,
+    }
     if as_json:
-        click.echo(json.dumps(counts))
+        click.echo(json.dumps({**counts, "spot_checks": spot}))
         return
     for key, value in counts.items():
         click.echo(
             f"{key}: {'unavailable' if value is None and key == 'queued_in_redis' else value}"
         )
+    if measured.judged:
+        low, high = interval
+        measured_text = (
+            f"{measured.right}/{measured.judged} right ({measured.accuracy:.1%}, "
+            f"95% interval {low:.1%}-{high:.1%})"
+        )
+    else:
+        measured_text = "none judged"
+    click.echo(f"spot_checks (last {days} days): {measured_text}, {measured.waiting} waiting")
 
 
 @review_group.command("reconcile")

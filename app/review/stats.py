@@ -41,7 +41,7 @@ def _waiting_clause(now: datetime):
 
 
 def queue_counts(session: Session, queue) -> dict[str, Any]:
-    """Exactly the keys of ``tierdesk review stats --json``.
+    """The queue's keys of ``tierdesk review stats --json`` (the CLI adds ``spot_checks``).
 
     ``pending`` counts expired-lease claims (they are back in the queue); ``resolved`` counts
     every closed item (replied or discarded); ``queued_in_redis`` is None when Redis is down;
