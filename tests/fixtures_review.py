@@ -7,6 +7,8 @@
 - ``escalate_message``: makes a conversation with a customer message (and a bot draft with a
   routing trace) and escalates it through ``app.review.service.escalate``.
 - ``console``: a test client logged in to the console, with ``csrf`` holding its token.
+- ``console_kb``: two intents (``card_arrival`` simple, ``request_refund`` complex) and the
+  article of the first, for the console's forms.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from app.db import session_scope
-from app.models import Conversation, Message, ReviewItem
+from app.models import Article, Conversation, Intent, Message, ReviewItem
 from app.services import get_review_queue
 
 REVIEWER_PASSWORD = "correct horse battery"
@@ -288,3 +290,23 @@ def console(app, reviewer) -> ConsoleClient:
     assert response.status_code == 302, response.get_data(as_text=True)
     page = client.get("/console/")
     return ConsoleClient(client, csrf_from(page.get_data(as_text=True)))
+
+
+@pytest.fixture
+def console_kb(app) -> None:
+    with session_scope(app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+        session.add_all(
+            [
+                Intent(name="card_arrival", tier="simple"),
+                Intent(name="request_refund", tier="complex"),
+                Article(
+                    slug="card-arrival",
+                    title="Where is my new card?",
+                    category="card_arrival",
+                    body="Cards arrive in **5** days.",
+                    body_html="<p>Cards arrive in <strong>5</strong> days.</p>",
+                    questions=["card not here"],
+                    tags=[],
+                ),
+            ]
+        )

@@ -9,7 +9,7 @@ from fixtures_review import SAMPLE_TRACE, item_row
 from sqlalchemy import select
 
 from app.db import session_scope
-from app.models import Article, Conversation, Intent, Message, ReviewItem, TrainingExample
+from app.models import Article, Conversation, Message, ReviewItem, TrainingExample
 from app.state import KB_REVISION, get_revision
 
 
@@ -18,24 +18,8 @@ def _db(app):
 
 
 @pytest.fixture
-def kb(app):
-    """A small KB and intent list for the forms."""
-    with _db(app) as session:
-        session.add_all(
-            [
-                Intent(name="card_arrival", tier="simple"),
-                Intent(name="request_refund", tier="complex"),
-                Article(
-                    slug="card-arrival",
-                    title="Where is my new card?",
-                    category="card_arrival",
-                    body="Cards arrive in **5** days.",
-                    body_html="<p>Cards arrive in <strong>5</strong> days.</p>",
-                    questions=["card not here"],
-                    tags=[],
-                ),
-            ]
-        )
+def kb(console_kb):
+    """A small KB and intent list for the forms (``fixtures_review.console_kb``)."""
 
 
 def _claim(console) -> int:

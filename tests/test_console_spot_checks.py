@@ -13,7 +13,6 @@ from app.db import session_scope
 from app.models import (
     Article,
     Conversation,
-    Intent,
     Message,
     SpotCheck,
     TrainingExample,
@@ -32,32 +31,20 @@ def _db(app):
 
 
 @pytest.fixture
-def kb(app):
-    """Two intents, an article of the first one, and an article that is its own intent."""
+def kb(app, console_kb):
+    """Two intents, an article of the first one (``fixtures_review.console_kb``), and an
+    article that is its own intent."""
     with _db(app) as session:
-        session.add_all(
-            [
-                Intent(name="card_arrival", tier="simple"),
-                Intent(name="request_refund", tier="complex"),
-                Article(
-                    slug="card-arrival",
-                    title="Where is my new card?",
-                    category="card_arrival",
-                    body="Cards arrive in **5** days.",
-                    body_html="<p>Cards arrive in <strong>5</strong> days.</p>",
-                    questions=[],
-                    tags=[],
-                ),
-                Article(
-                    slug="opening-hours",
-                    title="When are you open?",
-                    category=None,
-                    body="Always.",
-                    body_html="<p>Always.</p>",
-                    questions=[],
-                    tags=[],
-                ),
-            ]
+        session.add(
+            Article(
+                slug="opening-hours",
+                title="When are you open?",
+                category=None,
+                body="Always.",
+                body_html="<p>Always.</p>",
+                questions=[],
+                tags=[],
+            )
         )
 
 
