@@ -11,9 +11,9 @@ simulated reviewer who teaches its true intent (its category) through the review
 code path, ``app.review.service.teach_intent``. A random ``--spot-check-share`` of the
 answered questions is spot-checked as the product checks them (``app.review.spot_checks``): the
 simulated reviewer teaches its true intent with the share, whether the bot was right or not;
-spot checks count as reviews spent. Every ``--every`` questions (with
-``--every-reviews N``: as soon as N questions were taught since the last retrain, the cadence of
-``tierdesk train --min-new-examples N`` run by a timer) the models are retrained from the
+spot checks count as reviews spent. As soon as ``--every-reviews`` questions (default 1,000)
+were taught since the last retrain, the cadence of ``tierdesk train --min-new-examples N`` run
+by a timer (or every ``--every`` questions instead), the models are retrained from the
 database as ``tierdesk train`` trains them, with a frozen BERT encoder (under 6,000 texts the
 held-out folds never fine-tune it), and the replay goes on through the new router. Before
 any traffic and at each checkpoint, the current router answers BANKING77 TEST
@@ -24,7 +24,7 @@ spent so far and the retrain's wall time.
     python bench/bench_learning.py                                   # the full replay (10,003)
     python bench/bench_learning.py --limit 600 --every 300 --test-limit 300   # a quick run
     python bench/bench_learning.py --supervised-automation 0.85      # with a reference line
-    python bench/bench_learning.py --every-reviews 500 --limit 7000  # retrain per 500 reviews
+    python bench/bench_learning.py --every 2000 --limit 6000         # retrain per 2,000 questions
     python bench/bench_learning.py --compare bench/out/earlier.json  # its curve in the plot too
     python bench/bench_learning.py --spot-check-share 0              # escalations only
 
@@ -58,7 +58,7 @@ OUT = ROOT / "bench" / "out"
 INTENTS_DIR = ROOT / "intents"  # only for intents/out_of_scope/dev.csv (training negatives)
 KB_DIR = ROOT / "knowledge_base"
 OOS_TEST = INTENTS_DIR / "out_of_scope" / "test.csv"
-DEFAULT_EVERY = 2000
+DEFAULT_EVERY_REVIEWS = 1000
 DEFAULT_PLOT = ROOT / "docs" / "learning.png"
 
 
@@ -243,15 +243,16 @@ def write_json(path: Path, config: dict, rows: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--every", type=int, default=DEFAULT_EVERY, help="retrain every N replayed questions"
-    )
-    parser.add_argument(
+    cadence = parser.add_mutually_exclusive_group()
+    cadence.add_argument(
         "--every-reviews",
         type=int,
-        default=None,
-        help="retrain as soon as N questions were taught since the last retrain "
-        "(instead of every --every questions)",
+        default=DEFAULT_EVERY_REVIEWS,
+        help="retrain as soon as N questions were taught since the last retrain, the cadence of "
+        "`tierdesk train --min-new-examples N` on a timer [default: %(default)s]",
+    )
+    cadence.add_argument(
+        "--every", type=int, default=None, help="retrain every N replayed questions instead"
     )
     parser.add_argument(
         "--limit", type=int, default=None, help="TRAIN questions replayed [default: all]"
@@ -289,9 +290,11 @@ def main() -> None:
         help="the product's answered-accuracy promise the retrains tune for",
     )
     args = parser.parse_args()
-    if args.every < 1:
-        parser.error("--every must be at least 1")
-    if args.every_reviews is not None and args.every_reviews < 1:
+    if args.every is not None:
+        if args.every < 1:
+            parser.error("--every must be at least 1")
+        args.every_reviews = None
+    elif args.every_reviews < 1:
         parser.error("--every-reviews must be at least 1")
     if not 0.0 <= args.spot_check_share < 1.0:
         parser.error("--spot-check-share must be in [0, 1)")
