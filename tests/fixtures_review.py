@@ -7,6 +7,8 @@
 - ``escalate_message``: makes a conversation with a customer message (and a bot draft with a
   routing trace) and escalates it through ``app.review.service.escalate``.
 - ``console``: a test client logged in to the console, with ``csrf`` holding its token.
+- ``answered_turn(session, question, intent, slug, share)``: an answered turn stored as the
+  chat service stores it, drawn for a spot check (the ``SpotCheck`` row is returned).
 - ``console_kb``: two intents (``card_arrival`` simple, ``request_refund`` complex) and the
   article of the first, for the console's forms.
 """
@@ -27,8 +29,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from app.db import session_scope
-from app.models import Article, Conversation, Intent, Message, ReviewItem
+from app.models import Article, Conversation, Intent, Message, ReviewItem, SpotCheck, new_id
+from app.review.spot_checks import spot_check_of
 from app.services import get_review_queue
+from app.vocab import ConversationState
 
 REVIEWER_PASSWORD = "correct horse battery"
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -310,3 +314,27 @@ def console_kb(app) -> None:
                 ),
             ]
         )
+
+
+def answered_turn(session, question: str, intent: str, slug: str | None, share: float) -> SpotCheck:
+    conversation = Conversation(id=new_id(), client_key="k", status=ConversationState.BOT)
+    customer = Message(
+        id=new_id(), conversation_id=conversation.id, seq=0, role="customer", text=question
+    )
+    bot = Message(
+        id=new_id(),
+        conversation_id=conversation.id,
+        seq=1,
+        role="bot",
+        in_reply_to=customer.id,
+        status="answered",
+        text="answer",
+        article_slug=slug,
+        confidence=0.97,
+        route="simple",
+        intent=intent,
+    )
+    check = spot_check_of(customer, bot, share)
+    session.add_all([conversation, customer, bot, check])
+    session.commit()
+    return check

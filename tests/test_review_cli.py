@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from fixtures_review import escalate_in, login
+from fixtures_review import answered_turn, escalate_in, login
 from sqlalchemy import select, update
 
 from app.cli import main
 from app.db import session_scope
-from app.models import Conversation, Message, Reviewer, ReviewItem, new_id, utcnow
-from app.review.spot_checks import spot_check_of
-from app.vocab import ConversationState
+from app.models import Reviewer, ReviewItem, utcnow
 
 STATS_KEYS = {"pending", "claimed", "resolved", "queued_in_redis", "oldest_pending_age_s"}
 
@@ -154,26 +152,9 @@ def test_review_stats_human_output(runner):
 def _spot_check(db_url, verdict: str | None, age: timedelta = timedelta(0)) -> None:
     """An answered turn drawn for a spot check, judged ``verdict`` (None: waiting)."""
     with session_scope(db_url) as session:
-        conversation = Conversation(id=new_id(), client_key="k", status=ConversationState.BOT)
-        customer = Message(
-            id=new_id(), conversation_id=conversation.id, seq=0, role="customer", text="hi"
-        )
-        bot = Message(
-            id=new_id(),
-            conversation_id=conversation.id,
-            seq=1,
-            role="bot",
-            in_reply_to=customer.id,
-            status="answered",
-            text="answer",
-            confidence=0.99,
-            route="simple",
-            intent="greeting",
-        )
-        check = spot_check_of(customer, bot, 0.05)
+        check = answered_turn(session, "hi", "greeting", None, 0.05)
         check.verdict = verdict
         check.created_at = utcnow() - age
-        session.add_all([conversation, customer, bot, check])
 
 
 def test_review_stats_reports_the_spot_checked_accuracy(app, runner):

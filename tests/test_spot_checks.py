@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from fixtures_review import answered_turn
 from sqlalchemy import select
 
 from app.config import Config
@@ -20,7 +21,6 @@ from app.models import (
     ReviewItem,
     SpotCheck,
     TrainingExample,
-    new_id,
 )
 from app.nlp.pipeline.calibrate import fit_weights
 from app.nlp.pipeline.data import data_from_db
@@ -28,7 +28,6 @@ from app.nlp.pipeline.splits import plan_held_out
 from app.privacy.erasure import delete_conversations
 from app.review import spot_checks
 from app.review.service import ReviewError
-from app.vocab import ConversationState
 
 
 def _article(session, slug, title, category=None, questions=()):
@@ -46,31 +45,6 @@ def _article(session, slug, title, category=None, questions=()):
     )
 
 
-def _answered_turn(session, question: str, intent: str, slug: str, share: float) -> SpotCheck:
-    """An answered turn stored as the chat service stores it, drawn for a spot check."""
-    conversation = Conversation(id=new_id(), client_key="k", status=ConversationState.BOT)
-    customer = Message(
-        id=new_id(), conversation_id=conversation.id, seq=0, role="customer", text=question
-    )
-    bot = Message(
-        id=new_id(),
-        conversation_id=conversation.id,
-        seq=1,
-        role="bot",
-        in_reply_to=customer.id,
-        status="answered",
-        text="answer",
-        article_slug=slug,
-        confidence=0.97,
-        route="simple",
-        intent=intent,
-    )
-    check = spot_checks.spot_check_of(customer, bot, share)
-    session.add_all([conversation, customer, bot, check])
-    session.commit()
-    return check
-
-
 @pytest.fixture
 def kb(db_url):
     with session_scope(db_url) as session:
@@ -84,10 +58,10 @@ def kb(db_url):
 def test_judging_teaches_with_the_share_and_measures_answered_accuracy(kb):
     with session_scope(kb) as session:
         reviewer = session.scalar(select(Reviewer.id))
-        a = _answered_turn(session, "where did my card go", "lost_card", "card-lost", 0.05)
-        b = _answered_turn(session, "money back for my order", "lost_card", "card-lost", 0.05)
-        c = _answered_turn(session, "are you open sunday", "refunds", "refund", 0.05)
-        d = _answered_turn(session, "what is the weather", "refunds", "refund", 0.05)
+        a = answered_turn(session, "where did my card go", "lost_card", "card-lost", 0.05)
+        b = answered_turn(session, "money back for my order", "lost_card", "card-lost", 0.05)
+        c = answered_turn(session, "are you open sunday", "refunds", "refund", 0.05)
+        d = answered_turn(session, "what is the weather", "refunds", "refund", 0.05)
         assert spot_checks.waiting(session) == 4
         assert spot_checks.next_waiting(session).id == a.id
         assert spot_checks.next_waiting(session, after=a.id).id == b.id
@@ -213,8 +187,8 @@ def test_erasure_takes_spot_checks_with_their_conversation(any_db_url):
     with session_scope(any_db_url) as session:
         _article(session, "card-lost", "I lost my card", "lost_card")
         session.commit()
-        check = _answered_turn(session, "my card is lost", "lost_card", "card-lost", 0.05)
-        other = _answered_turn(session, "lost card again", "lost_card", "card-lost", 0.05)
+        check = answered_turn(session, "my card is lost", "lost_card", "card-lost", 0.05)
+        other = answered_turn(session, "lost card again", "lost_card", "card-lost", 0.05)
         report, _items = delete_conversations(session, [check.conversation_id])
         session.commit()
         assert report.spot_checks == 1 and report.as_dict()["spot_checks"] == 1
