@@ -7,8 +7,8 @@
 - ``escalate_message``: makes a conversation with a customer message (and a bot draft with a
   routing trace) and escalates it through ``app.review.service.escalate``.
 - ``console``: a test client logged in to the console, with ``csrf`` holding its token.
-- ``answered_turn(session, question, intent, slug, share)``: an answered turn stored as the
-  chat service stores it, drawn for a spot check (the ``SpotCheck`` row is returned).
+- ``answered_turn(session, question, intent, slug, share, ...)``: an answered turn stored as
+  the chat service stores it, drawn for a spot check (the ``SpotCheck`` row is returned).
 - ``console_kb``: two intents (``card_arrival`` simple, ``request_refund`` complex) and the
   article of the first, for the console's forms.
 """
@@ -316,10 +316,26 @@ def console_kb(app) -> None:
         )
 
 
-def answered_turn(session, question: str, intent: str, slug: str | None, share: float) -> SpotCheck:
+def answered_turn(
+    session,
+    question: str,
+    intent: str | None,
+    slug: str | None,
+    share: float,
+    *,
+    answer: str = "answer",
+    route: str = "simple",
+    confidence: float = 0.97,
+) -> SpotCheck:
     conversation = Conversation(id=new_id(), client_key="k", status=ConversationState.BOT)
     customer = Message(
-        id=new_id(), conversation_id=conversation.id, seq=0, role="customer", text=question
+        id=new_id(),
+        conversation_id=conversation.id,
+        seq=0,
+        role="customer",
+        text=question,
+        route=route,
+        intent=intent,
     )
     bot = Message(
         id=new_id(),
@@ -328,10 +344,10 @@ def answered_turn(session, question: str, intent: str, slug: str | None, share: 
         role="bot",
         in_reply_to=customer.id,
         status="answered",
-        text="answer",
+        text=answer,
         article_slug=slug,
-        confidence=0.97,
-        route="simple",
+        confidence=confidence,
+        route=route,
         intent=intent,
     )
     check = spot_check_of(customer, bot, share)

@@ -7,19 +7,17 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from fixtures_review import answered_turn
 from sqlalchemy import select
 
 from app.db import session_scope
 from app.models import (
     Article,
-    Conversation,
-    Message,
     SpotCheck,
     TrainingExample,
     utcnow,
 )
 from app.nlp.thresholds import Thresholds
-from app.review import spot_checks
 from app.review.spot_checks import MeasuredAccuracy
 
 PAGE = "/console/spot-checks"
@@ -63,38 +61,18 @@ def answered(
     """An answered turn (question and bot answer in a new conversation) drawn for a spot check,
     as the chat service stores it; returns the spot check's id."""
     with _db(app) as session:
-        conversation = Conversation(status="bot")
-        session.add(conversation)
-        session.flush()
-        customer = Message(
-            conversation_id=conversation.id,
-            seq=0,
-            role="customer",
-            text=question,
+        check = answered_turn(
+            session,
+            question,
+            intent,
+            slug,
+            share,
+            answer=answer,
             route=route,
-            intent=intent,
-        )
-        session.add(customer)
-        session.flush()
-        bot = Message(
-            conversation_id=conversation.id,
-            seq=1,
-            role="bot",
-            status="answered",
-            in_reply_to=customer.id,
-            text=answer,
-            article_slug=slug,
-            route=route,
-            intent=intent,
             confidence=confidence,
         )
-        session.add(bot)
-        session.flush()
-        check = spot_checks.spot_check_of(customer, bot, share)
         if age is not None:
             check.created_at = utcnow() - age
-        session.add(check)
-        session.flush()
         return check.id
 
 
