@@ -7,6 +7,7 @@ Commands run inside an app context; they do not load the NLP models unless they 
 from __future__ import annotations
 
 import os
+import signal
 
 import click
 from flask import current_app
@@ -118,10 +119,20 @@ def serve(host: str, port: int) -> None:
     click.echo(f"  metrics          {base}/metrics")
     click.echo(f"  readiness        {base}/readyz")
     server = make_server(host, port, app, threaded=True)
+    # SIGTERM (systemd, a supervisor, `kill`) stops the server as Ctrl-C does, so that the
+    # interpreter exits normally and its exit hooks run: the embedded Redis server is saved
+    # and shut down with it (app.redis_conn.stop_embedded) instead of outliving it.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         click.echo("stopped")
+    finally:
+        server.server_close()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _register_area_commands() -> None:

