@@ -34,8 +34,9 @@ FEW_COMPLEX_FEATURES = ("bert_similarity", "bert_score_margin")
 # article) the BERT route's calibrator uses only FEW_COMPLEX_FEATURES. FastText and the head
 # learn such intents from a handful of texts, and the fold models that answer held-out queries
 # learn them from fewer still: their probabilities mean something else held out than live. On
-# our three FAQ sets with alternate questions (6 texts per article), a calibrator on every
-# feature ranked live answers worse than one on the two KB-matching signals (docs/cold_start.md).
+# our three FAQ sets with alternate questions (6 texts per article), the threshold tuned with
+# every feature answered less live on two sets of three than with the two KB-matching signals
+# (docs/cold_start.md).
 INTENT_SIGNALS_MIN_EXAMPLES = 10
 
 
