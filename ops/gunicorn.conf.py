@@ -36,9 +36,12 @@ graceful_timeout = 30
 keepalive = 5
 accesslog = "-"
 
-_metrics_dir = os.environ.setdefault(
-    "PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="tierdesk-metrics-")
-)
+# Without PROMETHEUS_MULTIPROC_DIR the server makes a temporary folder of its own (named in
+# TIERDESK_OWN_METRICS_DIR, which survives a reload of this file) and removes it on exit.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="tierdesk-metrics-")
+    os.environ["TIERDESK_OWN_METRICS_DIR"] = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+_metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"]
 # Stale files from a previous run would add old counts to the new ones. Cleared when the
 # configuration is read, before a preloaded app (--preload) writes its first gauges.
 shutil.rmtree(_metrics_dir, ignore_errors=True)
@@ -54,3 +57,9 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    own = os.environ.get("TIERDESK_OWN_METRICS_DIR")
+    if own and own == os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        shutil.rmtree(own, ignore_errors=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -128,6 +129,7 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.proc = None
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)  # made again by the next start
 
     def __enter__(self) -> Server:
         return self.start()
