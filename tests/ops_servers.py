@@ -26,6 +26,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: dict | None = None,
+    headers: dict | None = None,
+    timeout: float = 30,
+) -> tuple[int, bytes]:
+    """One HTTP request to 127.0.0.1:``port`` (``body`` sent as JSON): status and body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        hdrs = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=data, headers={**hdrs, **(headers or {})})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
 class Server:
     def __init__(
         self,
@@ -106,15 +126,7 @@ class Server:
     def request(
         self, method: str, path: str, body: dict | None = None, headers: dict | None = None
     ) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            data = json.dumps(body).encode() if body is not None else None
-            hdrs = {"Content-Type": "application/json"} if body is not None else {}
-            conn.request(method, path, body=data, headers={**hdrs, **(headers or {})})
-            response = conn.getresponse()
-            return response.status, response.read()
-        finally:
-            conn.close()
+        return request(self.port, method, path, body, headers)
 
     def json(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
         status, raw = self.request(method, path, body)

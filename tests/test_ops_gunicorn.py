@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ops_servers import free_port
+from ops_servers import free_port, request
 
 from app.config import PROJECT_ROOT
 
@@ -20,14 +20,10 @@ GUNICORN = Path(sys.executable).with_name("gunicorn")
 
 
 def _healthy(port: int) -> bool:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
-        conn.request("GET", "/healthz")
-        return conn.getresponse().status == 200
+        return request(port, "GET", "/healthz", timeout=5)[0] == 200
     except (OSError, http.client.HTTPException):
         return False
-    finally:
-        conn.close()
 
 
 def _serve_and_stop(tmp_path: Path, given: Path | None) -> dict[Path, int]:

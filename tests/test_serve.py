@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ops_servers import free_port
+from ops_servers import free_port, request
 
 from app.config import PROJECT_ROOT
 
@@ -35,14 +35,10 @@ def _redis_pid(registry: Path) -> int:
 
 
 def _readyz(port: int) -> dict | None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request("GET", "/readyz")
-        return json.loads(conn.getresponse().read())
+        return json.loads(request(port, "GET", "/readyz", timeout=10)[1])
     except (OSError, http.client.HTTPException):
         return None
-    finally:
-        conn.close()
 
 
 def _serve(tmp_path: Path, sig: int) -> tuple[int, int, Path]:
