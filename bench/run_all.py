@@ -28,7 +28,10 @@ TABLES = ROOT / "docs" / "benchmarks.md"
 START, END = "<!-- bench:auto", "<!-- /bench:auto -->"
 # Scripts run again with other arguments after their default run (another data set).
 EXTRA_RUNS = {
-    "bench_eval.py": [["--data", "bench/datasets/telco_intents", "--name", "eval_telco"]],
+    "bench_eval.py": [
+        ["--data", "bench/datasets/telco_intents", "--name", "eval_telco"],
+        ["--data", "bench/datasets/assistant_intents", "--name", "eval_assistant"],
+    ],
 }
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from app.cli import main
 from app.db import session_scope
 from app.models import TrainingExample
 from app.nlp.passages import plain_text, split_passages
-from app.nlp.pipeline.data import KbArticle, TrainingData, with_examples_as_questions
+from app.nlp.pipeline.data import (
+    GENERATED_NEGATIVES,
+    KbArticle,
+    TrainingData,
+    with_examples_as_questions,
+)
 from app.nlp.pipeline.kb import bm25_docs, kb_entries
 from app.nlp.pipeline.splits import (
     FOLD_TEXTS_MAX,
@@ -19,6 +25,7 @@ from app.nlp.pipeline.splits import (
     HELD_OUT_MAX,
     REPEAT_TEXTS_MAX,
     REPEATS,
+    claimed_negatives,
     held_out_folds,
     plan_held_out,
 )
@@ -76,6 +83,65 @@ def test_a_negative_the_kb_lists_as_its_own_question_is_not_held_out_as_one():
     # every fold's held-out queries carry the remaining negatives only
     queries = [q for i in range(len(plan.folds)) for q in plan.queries(i)[0]]
     assert "hi" not in queries and "recipe for banana bread" in queries
+
+
+def _unit(*rows: list[float]) -> np.ndarray:
+    x = np.asarray(rows, dtype=np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_a_negative_as_close_to_an_intent_as_its_own_texts_are_is_claimed():
+    # intent 0: three texts around the first axis, each one's nearest other text at 0.98-0.99
+    # (median 0.98); intent 1 has two texts only: no spread, it claims nothing
+    memory = _unit([1, 0.1, 0], [1, -0.1, 0], [1, 0, 0.2], [0, 0, 1], [0, 0.1, 1])
+    labels = np.array([0, 0, 0, 1, 1])
+    negatives = _unit(
+        [1, 0, 0],  # as close to intent 0's texts as they are to each other: claimed
+        [1, 1, 0],  # its topic (0.77 to the nearest) but not one of its questions: kept
+        [0, 0.05, 1],  # a paraphrase of intent 1, which has too few texts to tell
+    )
+    assert claimed_negatives(negatives, memory, labels).tolist() == [True, False, False]
+    assert not claimed_negatives(negatives, memory[:0], labels[:0]).any()
+
+
+@pytest.mark.slow
+def test_negatives_the_data_answers_are_not_held_out_unless_the_data_says_so(tmp_path):
+    """A general assistant answers the weather: the default negative "Will it rain this
+    weekend?" is one of its questions, not an out-of-scope query the tuner must escalate. A
+    near miss stays a negative, and so does a row the data itself labels out of scope."""
+    from app.nlp.training import train_from_csv
+
+    weather = [
+        "will it rain tomorrow",
+        "what's the weather like today",
+        "is it going to rain this afternoon",
+        "weather forecast for the weekend",
+        "will it be sunny on saturday",
+        "do i need a coat today",
+    ]
+    music = [
+        "play some music",
+        "put on my workout playlist",
+        "play the latest album by adele",
+        "shuffle my liked songs",
+        "play something relaxing",
+        "next song please",
+    ]
+    rows = [*((t, "weather") for t in weather), *((t, "play_music") for t in music)]
+    # this assistant forecasts: its owner labels past weather out of scope
+    rows.append(("what was the weather like yesterday", "oos"))
+    csv_path = tmp_path / "train.csv"
+    csv_path.write_text(
+        "text,category\n" + "".join(f"{t},{c}\n" for t, c in rows), encoding="utf-8"
+    )
+    dev = ["Will it rain this weekend?", "How do I cancel my Netflix subscription?"]
+    trained, _ = train_from_csv(csv_path, oos_dev=dev, progress=False)
+    claimed = trained.metrics["oos_negatives_claimed"]
+    assert claimed == ["Will it rain this weekend?"]
+    review = trained.metrics["tiers_active"]["review"]["reason"]
+    assert "not counted as out of scope: 1 of the development out-of-scope questions" in review
+    held_out = len(dev) + 1 + GENERATED_NEGATIVES - 1  # the generated nonsense is never claimed
+    assert trained.metrics["n_oos_negatives"] == held_out
 
 
 def test_a_large_kb_of_one_text_intents_still_gets_held_out_queries():

@@ -165,7 +165,8 @@ def tune_command(
             raise TrainingError(f"{val_csv}: every row is out of scope; nothing to tune on")
         trained, _ = train_from_csv(
             train_csv,
-            oos_dev=[*read_oos_dev(current_app.config.get("INTENTS_DIR")), *val_oos],
+            oos_dev=read_oos_dev(current_app.config.get("INTENTS_DIR")),
+            oos_labelled=val_oos,
             budget=budget,
             bert_cost=bert_cost,
             bert_budget=bert_budget,

@@ -174,6 +174,7 @@ def distill(config: Mapping, *, min_confidence: float | None = None, progress: b
         # No recent traffic: the logged questions are now examples labelled by the teacher, and
         # their held-out outcomes would grade the student against the teacher, not a person.
         n_examples=data.n_examples + len(keep),
+        oos_labelled=data.oos_labelled,
     )
     trained = fit_models(
         extended,

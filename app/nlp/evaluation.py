@@ -133,12 +133,12 @@ def run_eval(
     with tempfile.TemporaryDirectory(prefix="tierdesk-eval-") as workspace:
         work = Path(workspace)
         _write_csv(work / "train.csv", train_texts, train_labels)
-        oos_dev = [*read_oos_dev(oos_dev_dir), *train_oos]
         started = time.perf_counter()
         trained, data = train_from_csv(
             work / "train.csv",
             questions_per_article=questions_per_article,
-            oos_dev=oos_dev,
+            oos_dev=read_oos_dev(oos_dev_dir),
+            oos_labelled=train_oos,
             budget=budget,
             bert_path=bert_path,
             progress=progress,

@@ -277,13 +277,17 @@ def train_from_csv(
     *,
     questions_per_article: int | None = None,
     oos_dev: Sequence[str] = (),
+    oos_labelled: Sequence[str] = (),
     **kwargs,
 ) -> tuple[TrainedModels, TrainingData]:
     """Train on a ``text,category`` CSV with a one-article-per-category KB (eval and tune).
-    Rows of an out-of-scope category (``oos``...) join ``oos_dev`` as negatives."""
+    Out-of-scope negatives: ``oos_dev`` (development guesses, such as
+    ``intents/out_of_scope/dev.csv``), ``oos_labelled`` (the user's own out-of-scope rows) and
+    the CSV's rows of an out-of-scope category (``oos``...), which count as labelled."""
     texts, labels, oos_rows = split_out_of_scope(*read_labelled_csv(train_csv))
     if not texts:
         raise TrainingError(f"{train_csv}: every row is out of scope; no intent to train")
     articles = articles_from_categories(texts, labels, questions_per_article)
-    data = TrainingData(texts, labels, articles, {}, [*oos_dev, *oos_rows])
+    labelled = [*oos_labelled, *oos_rows]
+    data = TrainingData(texts, labels, articles, {}, [*oos_dev, *labelled], oos_labelled=labelled)
     return fit_models(data, **kwargs), data

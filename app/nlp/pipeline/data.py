@@ -56,6 +56,10 @@ class TrainingData:
     # Each text's weight in the calibrators' fit (empty: every text 1): a spot-checked answer
     # stands for 1/share answered questions nobody reviewed (``example_weight``).
     weights: list[float] = field(default_factory=list)
+    # The out-of-scope rows of the data itself (a training or validation CSV's ``oos``
+    # category), also in ``oos_texts``: the data's owner says they are out of scope, so no
+    # intent claims them (``splits.claimed_negatives`` applies to the development guesses).
+    oos_labelled: list[str] = field(default_factory=list)
 
     def weight_of(self) -> list[float]:
         """Every text's calibration weight, in the order of ``texts``."""

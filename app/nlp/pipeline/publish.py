@@ -4,6 +4,7 @@ with its tiers file, its held-out metrics and which tiers serve, and why, in the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,12 +76,19 @@ def publish(
         },
         "n_train": len(data.texts),
         "n_val": n,
-        "n_oos_negatives": len(plan.negatives),
+        "n_oos_negatives": len(plan.negatives) - len(replay.claimed_negatives),
         # out-of-scope negatives that are also labelled texts (a KB question), not held out
         "n_oos_negatives_in_kb": plan.negatives_labelled,
+        # development negatives one of the data's intents claims (splits.claimed_negatives)
+        "oos_negatives_claimed": replay.claimed_negatives,
         "n_intents": len(set(data.labels)),
         "tiers_active": tiers_active(
-            fasttext, tuned.thresholds, tuned.figures, serving.bert, len(data.articles)
+            fasttext,
+            tuned.thresholds,
+            tuned.figures,
+            serving.bert,
+            len(data.articles),
+            claimed=replay.claimed_negatives,
         ),
     }
     return TrainedModels(
@@ -95,9 +103,16 @@ def publish(
 
 
 def tiers_active(
-    fasttext: FastTextFit, thresholds: Thresholds, figures: dict, bert: BertTier, n_articles: int
+    fasttext: FastTextFit,
+    thresholds: Thresholds,
+    figures: dict,
+    bert: BertTier,
+    n_articles: int,
+    *,
+    claimed: Sequence[str] = (),
 ) -> dict[str, dict]:
-    """Which tiers serve, and why, in the user's terms."""
+    """Which tiers serve, and why, in the user's terms; ``claimed``: the development
+    out-of-scope negatives the data's intents answer (``HeldOutReplay.claimed_negatives``)."""
     simple_share = 1.0 - float(figures.get("val_bert_share", 1.0))
     if not fasttext.active:
         intent = {"active": False, "reason": fasttext.reason}
@@ -115,6 +130,11 @@ def tiers_active(
     review = f"answers under tau_review {thresholds.tau_review} go to a person"
     if traffic := thresholds.provenance.get("traffic"):
         review += f"; {traffic['reason']}"
+    if claimed:
+        review += (
+            f"; not counted as out of scope: {len(claimed)} of the development out-of-scope "
+            f"questions, which your intents answer (such as {claimed[0]!r})"
+        )
     return {
         "fasttext": intent,
         "bm25": {

@@ -1,5 +1,6 @@
 """Stage 5, replay held-out: every held-out query, and the fold's out-of-scope negatives,
-through both routes of the router, with the fold's models.
+through both routes of the router, with the fold's models. Development negatives that the
+fold's intents claim (``splits.claimed_negatives``) are left out.
 
 Per query: the simple route's answer (``Router.simple_retrieve``, BM25 restricted to
 FastText's intent, as live) and the BERT route's (blended with FastText's view), whether each
@@ -24,7 +25,7 @@ from app.nlp.calibration import CalibrationSet, complex_features, simple_feature
 from app.nlp.pipeline.data import TrainingData
 from app.nlp.pipeline.fit import BertFit, FastTextFit
 from app.nlp.pipeline.kb import bm25_docs
-from app.nlp.pipeline.splits import HeldOutPlan, Truth
+from app.nlp.pipeline.splits import HeldOutPlan, Truth, claimed_negatives
 from app.nlp.router import TOP_K, Router, RouterModels
 from app.nlp.thresholds import Thresholds
 from app.nlp.types import Tier, TierResult
@@ -87,6 +88,8 @@ class HeldOutReplay:
     fasttext_weight: float
     # per grid weight: held-out BERT-route accuracy and area under its risk-coverage curve
     blend_figures: dict[str, dict[str, float]]
+    # development negatives not held out because an intent claims them (``claimed_negatives``)
+    claimed_negatives: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,20 @@ def replay_held_out(
     progress: bool,
 ) -> HeldOutReplay:
     folds = []
+    claimed: list[str] = []
     for number, (ft, model) in enumerate(zip(fasttext.models, bert.models, strict=True)):
         queries, truth, n_in_scope = plan.queries(number)
         held = plan.held_texts(number)
+        vectors = model.encoder.encode(queries, progress=progress and not plan.shared_encoder)
+        # development negatives that the fold's intents claim are not held out (splits.py)
+        drop = claimed_negatives(vectors[n_in_scope:], model.memory, model.memory_labels)
+        drop &= np.array([q not in plan.fixed_negatives for q in queries[n_in_scope:]], bool)
+        if drop.any():
+            keep = np.concatenate([np.ones(n_in_scope, dtype=bool), ~drop])
+            claimed += [q for q, k in zip(queries, keep, strict=True) if not k]
+            queries = [q for q, k in zip(queries, keep, strict=True) if k]
+            truth = [t for t, k in zip(truth, keep, strict=True) if k]
+            vectors = vectors[keep]
         folds.append(
             _FoldQueries(
                 fasttext=ft,
@@ -122,9 +136,7 @@ def replay_held_out(
                 truth=truth,
                 n_in_scope=n_in_scope,
                 ft_results=intent_results(ft, queries),
-                vectors=model.encoder.encode(
-                    queries, progress=progress and not plan.shared_encoder
-                ),
+                vectors=vectors,
             )
         )
     weight, figures = 0.0, {}
@@ -145,7 +157,9 @@ def replay_held_out(
         )
         for f in folds
     ]
-    return HeldOutReplay(RouteOutcomes.concat(parts), plan.held_labels(), weight, figures)
+    return HeldOutReplay(
+        RouteOutcomes.concat(parts), plan.held_labels(), weight, figures, sorted(claimed)
+    )
 
 
 def intent_results(fasttext: Tier | None, queries: Sequence[str]) -> list[TierResult]:
