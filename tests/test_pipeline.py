@@ -91,12 +91,12 @@ def _unit(*rows: list[float]) -> np.ndarray:
 
 
 def test_a_negative_as_close_to_an_intent_as_its_own_texts_are_is_claimed():
-    # intent 0: three texts around the first axis, each one's nearest other text at 0.98-0.99
-    # (median 0.98); intent 1 has two texts only: no spread, it claims nothing
+    # intent 0: three texts around the first axis, each one's nearest other text at 0.976-0.980
+    # (median 0.980); intent 1 has two texts only: no spread, it claims nothing
     memory = _unit([1, 0.1, 0], [1, -0.1, 0], [1, 0, 0.2], [0, 0, 1], [0, 0.1, 1])
     labels = np.array([0, 0, 0, 1, 1])
     negatives = _unit(
-        [1, 0, 0],  # as close to intent 0's texts as they are to each other: claimed
+        [1, 0, 0],  # 0.995 from one of intent 0's texts, closer than they are: claimed
         [1, 1, 0],  # its topic (0.77 to the nearest) but not one of its questions: kept
         [0, 0.05, 1],  # a paraphrase of intent 1, which has too few texts to tell
     )
