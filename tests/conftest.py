@@ -44,16 +44,22 @@ def _redis_answers(url: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory) -> str:
+def redis_url(tmp_path_factory) -> Iterator[str]:
     url = os.environ.get("REDIS_URL")
     if url:
-        return url
+        yield url
+        return
     local = "redis://127.0.0.1:6379/0"
     if _redis_answers(local):
-        return local
-    from app.redis_conn import embedded_redis_url
+        yield local
+        return
+    from app.redis_conn import embedded_redis, stop_server
 
-    return embedded_redis_url(tmp_path_factory.mktemp("redis"))
+    server = embedded_redis(tmp_path_factory.mktemp("redis"))
+    yield f"unix://{server.socket_file}"
+    # The suite's clients connect by URL, under no name of this process's: the exit hook
+    # would take them for another process's and leave the server running.
+    stop_server(server, unless_shared=False)
 
 
 @pytest.fixture
@@ -131,7 +137,11 @@ def any_db_url(request) -> str:
 @pytest.fixture
 def make_app(tmp_path, db_url, redis_client, redis_prefix):
     """Build the test app with config overrides, e.g. ``make_app(RATE_LIMIT="3/hour")``: a
-    migrated SQLite database, real Redis under the test's own key prefix, no models loaded."""
+    migrated SQLite database, real Redis under the test's own key prefix, no models loaded.
+    The live-push listeners of the apps built are stopped afterwards."""
+    from app.live.stream import HUB_KEY
+
+    built = []
 
     def build(**overrides):
         config = {
@@ -146,9 +156,13 @@ def make_app(tmp_path, db_url, redis_client, redis_prefix):
             "RATE_LIMIT": "off",
         }
         config.update(overrides)
-        return create_app(config)
+        built.append(create_app(config))
+        return built[-1]
 
-    return build
+    yield build
+    for app in built:
+        if (hub := app.extensions.get(HUB_KEY)) is not None:
+            hub.stop()
 
 
 @pytest.fixture

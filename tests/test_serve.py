@@ -153,8 +153,33 @@ def test_an_embedded_redis_whose_folder_was_removed_is_still_stopped(tmp_path):
     redis_pid = _redis_pid(var / "redis.rdb.settings")
     shutil.rmtree(var)
     try:
-        redis_conn.stop_embedded()
+        redis_conn.stop_server(client)  # what stop_embedded does at exit, for this server only
         assert _gone(redis_pid), "the server was left running"
     finally:
+        if _alive(redis_pid):
+            os.kill(redis_pid, signal.SIGKILL)
+
+
+def test_an_embedded_redis_is_left_to_other_connections_unless_its_owner_stops_it(tmp_path):
+    """A connection under no name of this process's is taken for another process's, so the
+    server is left running; the test suite, which hands the URL to clients of its own, owns
+    its server and stops it regardless (without it, each run without a Redis at 6379 left
+    one behind)."""
+    import redis
+
+    from app import redis_conn
+
+    var = tmp_path / "var"
+    server = redis_conn.embedded_redis(var)
+    redis_pid = _redis_pid(var / "redis.rdb.settings")
+    outsider = redis.Redis(unix_socket_path=server.socket_file)
+    try:
+        assert outsider.ping()
+        redis_conn.stop_server(server)
+        assert _alive(redis_pid), "stopped under another connection"
+        redis_conn.stop_server(server, unless_shared=False)
+        assert _gone(redis_pid), "the owner could not stop it"
+    finally:
+        outsider.close()
         if _alive(redis_pid):
             os.kill(redis_pid, signal.SIGKILL)
