@@ -53,10 +53,12 @@ def redis_url(tmp_path_factory) -> Iterator[str]:
     if _redis_answers(local):
         yield local
         return
+    from app.live.bus import stop_hubs
     from app.redis_conn import embedded_redis, stop_server
 
     server = embedded_redis(tmp_path_factory.mktemp("redis"))
     yield f"unix://{server.socket_file}"
+    stop_hubs()  # the apps' live-push listeners would keep reconnecting until the exit
     # The suite's clients connect by URL, under no name of this process's: the exit hook
     # would take them for another process's and leave the server running.
     stop_server(server, unless_shared=False)
@@ -137,11 +139,7 @@ def any_db_url(request) -> str:
 @pytest.fixture
 def make_app(tmp_path, db_url, redis_client, redis_prefix):
     """Build the test app with config overrides, e.g. ``make_app(RATE_LIMIT="3/hour")``: a
-    migrated SQLite database, real Redis under the test's own key prefix, no models loaded.
-    The live-push listeners of the apps built are stopped afterwards."""
-    from app.live.stream import HUB_KEY
-
-    built = []
+    migrated SQLite database, real Redis under the test's own key prefix, no models loaded."""
 
     def build(**overrides):
         config = {
@@ -156,13 +154,9 @@ def make_app(tmp_path, db_url, redis_client, redis_prefix):
             "RATE_LIMIT": "off",
         }
         config.update(overrides)
-        built.append(create_app(config))
-        return built[-1]
+        return create_app(config)
 
-    yield build
-    for app in built:
-        if (hub := app.extensions.get(HUB_KEY)) is not None:
-            hub.stop()
+    return build
 
 
 @pytest.fixture

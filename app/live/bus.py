@@ -23,6 +23,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from typing import Any
 
 import redis
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # A stream that falls this far behind (a stuck client) loses its backlog and gets a resync.
 SUBSCRIPTION_BUFFER = 256
+
+_hubs: weakref.WeakSet[LiveHub] = weakref.WeakSet()  # every hub of this process (stop_hubs)
 
 
 def conversation_channel(prefix: str, conversation_id: str) -> str:
@@ -85,6 +88,7 @@ class LiveHub:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.connected = threading.Event()
+        _hubs.add(self)
 
     # -- publishing ------------------------------------------------------------------------------
 
@@ -139,6 +143,11 @@ class LiveHub:
     def stop(self) -> None:
         self._stop.set()
 
+    def join(self, timeout: float) -> None:
+        """Wait for the listener to notice ``stop`` (it reads with a 1-second timeout)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def _fan_out(self, channel: str, event: dict) -> None:
         with self._lock:
             targets = list(self._subs.get(channel, ()))
@@ -185,6 +194,16 @@ class LiveHub:
                         pubsub.close()
                     except Exception:  # noqa: BLE001
                         pass
+
+
+def stop_hubs(timeout: float = 3.0) -> None:
+    """Stop the listener of every hub of this process and wait for them, before the Redis
+    they listen to goes away on purpose (the test suite's own server)."""
+    hubs = list(_hubs)
+    for hub in hubs:
+        hub.stop()
+    for hub in hubs:
+        hub.join(timeout)
 
 
 def on_commit(session, callback) -> None:
