@@ -118,7 +118,8 @@ def replay_held_out(
         queries, truth, n_in_scope = plan.queries(number)
         held = plan.held_texts(number)
         vectors = model.encoder.encode(queries, progress=progress and not plan.shared_encoder)
-        # development negatives that the fold's intents claim are not held out (splits.py)
+        # development negatives that the fold's intents claim are not held out (splits.py);
+        # the head's example memory is the fold's training texts (empty without a head)
         drop = claimed_negatives(vectors[n_in_scope:], model.memory, model.memory_labels)
         drop &= np.array([q not in plan.fixed_negatives for q in queries[n_in_scope:]], bool)
         if drop.any():
