@@ -12,15 +12,20 @@ thresholds, derived tiers, training metrics) and ``bench/out/eval.png``.
     python bench/bench_eval.py --data bench/datasets/telco_intents --name eval_telco
 
 ``--data`` names another ``text,category`` set (a folder with ``train.csv`` and ``test.csv``);
-its ``oos.csv``, when there is one, replaces our out-of-scope test set.
+its ``oos.csv``, when there is one, replaces our out-of-scope test set. ``--resplit-oos SEED``
+pools the training file's out-of-scope rows with ``oos.csv`` and draws as many training rows
+again at random, as CLINC150 draws its out-of-scope splits from one pool.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import random
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +90,12 @@ def main() -> None:
     parser.add_argument("--questions-per-article", type=int, default=None)
     # A ceiling on escalations; the product's default has none (the answered target decides).
     parser.add_argument("--budget", type=float, default=1.0)
+    parser.add_argument(
+        "--bert-budget",
+        type=float,
+        default=None,
+        help="largest share of queries the BERT tier may take [default: the product's]",
+    )
     parser.add_argument("--name", default="eval", help="output file stem under bench/out")
     parser.add_argument(
         "--fine-tune-epochs",
@@ -96,6 +107,13 @@ def main() -> None:
         "--spare-review",
         action="store_true",
         help="hybrid_review with spare review capacity under the --budget ceiling (opt-in)",
+    )
+    parser.add_argument(
+        "--resplit-oos",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="draw the training file's out-of-scope rows again from one pool with oos.csv",
     )
     args = parser.parse_args()
 
@@ -114,8 +132,12 @@ def main() -> None:
     oos = (
         data / "oos.csv" if (data / "oos.csv").is_file() else ROOT / "intents/out_of_scope/test.csv"
     )
+    train = data / "train.csv"
+    workspace = tempfile.TemporaryDirectory(prefix="tierdesk-bench-")
+    if args.resplit_oos is not None:
+        train, oos = resplit_out_of_scope(train, oos, Path(workspace.name), args.resplit_oos)
     report = run_eval(
-        data / "train.csv",
+        train,
         data / "test.csv",
         oos,
         json_out=OUT / f"{args.name}.json",
@@ -128,6 +150,7 @@ def main() -> None:
         query_threads=1,
         spare_review=args.spare_review and args.budget < 1.0,
         **({} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}),
+        **({} if args.bert_budget is None else {"bert_budget": args.bert_budget}),
     )
     details = report.pop("_details")
     data_name = "BANKING77" if data.resolve() == DATA.resolve() else data.name
@@ -154,6 +177,10 @@ def main() -> None:
         f"{len(details['tiers']['complex'])} categories derived complex "
         f"(FastText held-out F1 < {details['tiers']['f1_min']})"
     )
+    answered_oos = details.get("oos_answered", [])
+    if answered_oos:
+        shown = "; ".join(f'"{x["query"]}" -> {x["intent"]}' for x in answered_oos[:5])
+        print(f"Out-of-scope questions answered: {len(answered_oos)}, most confident: {shown}")
     print("\n| target | met |\n|---|---|")
     for label, check in TARGETS:
         try:
@@ -162,6 +189,26 @@ def main() -> None:
             met = "n/a"
         print(f"| {label} | {met} |")
     print(json.dumps({"written": [str(OUT / f"{args.name}.json"), str(OUT / f"{args.name}.png")]}))
+    workspace.cleanup()
+
+
+def resplit_out_of_scope(train: Path, oos: Path, into: Path, seed: int) -> tuple[Path, Path]:
+    """``train``'s out-of-scope rows and ``oos``'s queries as one pool, split again at random
+    with as many training rows as before: copies under ``into``."""
+    from app.nlp.pipeline.data import read_labelled_csv, split_out_of_scope
+
+    texts, labels, own = split_out_of_scope(*read_labelled_csv(train))
+    pool = own + read_labelled_csv(oos, category_required=False)[0]
+    random.Random(seed).shuffle(pool)
+    with open(into / "train.csv", "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["text", "category"])
+        out.writerows([*zip(texts, labels, strict=True), *[(t, "oos") for t in pool[: len(own)]]])
+    with open(into / "oos.csv", "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["text"])
+        out.writerows([t] for t in pool[len(own) :])
+    return into / "train.csv", into / "oos.csv"
 
 
 if __name__ == "__main__":

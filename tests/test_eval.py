@@ -33,6 +33,12 @@ def _write(path, rows):
 # Rows of an out-of-scope category inside the train and test files, as CLINC150 ships them.
 TRAIN_OOS = [("what is the capital of peru", "oos"), ("book me a table for two", "OOS")]
 TEST_OOS = [("how tall is the eiffel tower", "oos"), ("play some jazz", "out-of-scope")]
+# ... and a separate --oos file
+OOS_ROWS = [
+    ("what's the weather in lisbon", "out_of_scope"),
+    ("sing me a song", "out_of_scope"),
+    ("zxqv blorp", "out_of_scope"),
+]
 
 
 def _data(tmp_path):
@@ -40,15 +46,10 @@ def _data(tmp_path):
     for name, (_, title, _, examples) in TINY_INTENTS.items():
         train += [(t, name) for t in [title, *examples[:7]]]
         test += [(t, name) for t in examples[7:]]
-    oos = [
-        ("what's the weather in lisbon", "out_of_scope"),
-        ("sing me a song", "out_of_scope"),
-        ("zxqv blorp", "out_of_scope"),
-    ]
     return (
         _write(tmp_path / "train.csv", train),
         _write(tmp_path / "test.csv", test),
-        _write(tmp_path / "oos.csv", oos),
+        _write(tmp_path / "oos.csv", OOS_ROWS),
     )
 
 
@@ -100,6 +101,13 @@ def test_eval_cli_writes_the_report(app, tmp_path):
     # out-of-scope rows are never an intent: the train file's are negatives of the tuning
     assert details["n_categories"] == 3
     assert "oos" not in details["tiers"]["complex"]
+    # the out-of-scope queries answered, each with what it was taken for, surest first
+    answered = details["oos_answered"]
+    assert len(answered) == round((1 - report["oos"]["escalation_recall"]) * report["oos"]["n"])
+    assert {a["query"] for a in answered} <= {t for t, _ in [*TEST_OOS, *OOS_ROWS]}
+    assert [a["confidence"] for a in answered] == sorted(
+        (a["confidence"] for a in answered), reverse=True
+    )
     plain = app.test_cli_runner().invoke(
         main, ["eval", "--train", str(train), "--test", str(test), "--json", str(out), "--quiet",
                "--limit-categories", "3"]

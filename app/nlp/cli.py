@@ -227,6 +227,9 @@ def tune_command(
     DEFAULTS.budget,
     "Ceiling on the share of queries escalated (1: none; the answered target decides).",
 )
+@_share_option(
+    "--bert-budget", BERT_BUDGET, "Largest share of queries the BERT tier may take (its capacity)."
+)
 @click.option(
     "--spare-review",
     is_flag=True,
@@ -242,6 +245,7 @@ def eval_command(
     limit_categories,
     questions_per_article,
     budget,
+    bert_budget,
     spare_review,
     quiet,
 ) -> None:
@@ -258,6 +262,7 @@ def eval_command(
             limit_categories=limit_categories,
             questions_per_article=questions_per_article,
             budget=budget,
+            bert_budget=bert_budget,
             bert_path=current_app.config.get("BERT_PATH"),
             progress=not quiet,
             fine_tune_epochs=current_app.config.get("BERT_FINETUNE_EPOCHS", FINE_TUNE_EPOCHS),

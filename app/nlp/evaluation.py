@@ -46,7 +46,7 @@ from app.nlp.pipeline.kb import bm25_docs
 from app.nlp.pipeline.replay import ranked_risk
 from app.nlp.router import Router, RouterModels
 from app.nlp.store import save_version
-from app.nlp.thresholds import ANSWERED_TARGET, DEFAULTS
+from app.nlp.thresholds import ANSWERED_TARGET, BERT_BUDGET, DEFAULTS
 from app.nlp.training import train_from_csv
 from app.vocab import Reason
 
@@ -101,6 +101,7 @@ def run_eval(
     limit_categories: int | None = None,
     questions_per_article: int | None = None,
     budget: float = DEFAULTS.budget,
+    bert_budget: float = BERT_BUDGET,
     oos_dev_dir: str | Path | None = PROJECT_ROOT / "intents",
     bert_path: str | Path | None = None,
     progress: bool = True,
@@ -140,6 +141,7 @@ def run_eval(
             oos_dev=read_oos_dev(oos_dev_dir),
             oos_labelled=train_oos,
             budget=budget,
+            bert_budget=bert_budget,
             bert_path=bert_path,
             progress=progress,
             seed=seed,
@@ -182,14 +184,25 @@ def run_eval(
             "strategies": results,
         }
         if oos_texts:
-            escalated = [
-                router.route(q, mode="hybrid", escalation=True).escalate
+            decisions = [
+                router.route(q, mode="hybrid", escalation=True)
                 for q in tqdm(oos_texts, desc="out-of-scope", disable=not progress)
             ]
             report["oos"] = {
                 "n": len(oos_texts),
-                "escalation_recall": round(float(np.mean(escalated)), 4) if escalated else 0.0,
+                "escalation_recall": round(float(np.mean([d.escalate for d in decisions])), 4),
             }
+            # What a reviewer would want to see: the out-of-scope questions the bot answered.
+            details["oos_answered"] = [
+                {
+                    "query": d.query,
+                    "intent": d.intent,
+                    "confidence": round(d.confidence, 4),
+                    "route": d.route,
+                }
+                for d in sorted(decisions, key=lambda d: -d.confidence)
+                if not d.escalate
+            ]
         details.update(
             {
                 "thresholds": trained.thresholds.to_dict(),
