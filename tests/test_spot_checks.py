@@ -85,6 +85,14 @@ def test_judging_teaches_with_the_share_and_measures_answered_accuracy(kb):
         spot_checks.judge(session, c, reviewer, right=False, intent="opening-hours")
         nothing = spot_checks.judge(session, d, reviewer, right=False, intent="")
         assert nothing.example is None and nothing.check.verdict == "wrong"
+        # ... but the next training holds it out as one of the data's own out-of-scope rows
+        data = data_from_db(session)
+        assert data.oos_labelled == ["what is the weather"]
+        assert "what is the weather" in data.oos_texts
+        assert "what is the weather" not in data.texts
+        before = data.data_hash()
+        data.oos_labelled = []
+        assert data.data_hash() != before  # a new verdict is new data to train on
 
         taught = {
             (e.text, e.intent, e.origin, e.sample_share)

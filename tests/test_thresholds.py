@@ -14,6 +14,7 @@ from app.nlp.thresholds import (
     Thresholds,
     ThresholdsError,
     ValidationOutcomes,
+    escalated_share,
     tune_thresholds,
 )
 
@@ -178,6 +179,53 @@ def test_out_of_scope_queries_must_escalate():
     assert figures["val_oos_escalation_recall"] == 1.0
     assert 1.0 - figures["val_coverage"] <= 0.10 + 1e-9
     assert "out-of-scope escalation >= 0.95" in chosen.provenance["objective"]
+
+
+def test_the_datas_own_out_of_scope_rows_escalate_even_when_outnumbered():
+    """1,000 easy negatives (our development questions, nonsense: confidence 0.1) and 20 of
+    the data's own out-of-scope rows, near misses at 0.6-0.8. Pooled, answering every near
+    miss still escalates 98% of the negatives; told apart, 95% of the near misses must
+    escalate too, with a standard error to spare (they are a sample of the user's traffic):
+    19 of 20 (95.0% - 4.9%) is not enough, so tau_review rises above all 20."""
+    outcomes = _outcomes()
+    tiers = {0.0: {"a": "simple", "b": "simple"}}
+    rng = np.random.default_rng(4)
+    near = rng.uniform(0.6, 0.8, 20)
+    conf = np.concatenate([np.full(1000, 0.1), near])
+    own = np.arange(len(conf)) >= 1000
+
+    def with_negatives(labelled):
+        outcomes.oos = OutOfScopeOutcomes(
+            ft_top=["a"] * len(conf),
+            ft_p1=np.full(len(conf), 0.1),  # never eligible for the simple route
+            ft_margin=np.zeros(len(conf)),
+            simple_conf=conf,
+            bert_conf=conf,
+            labelled=labelled,
+        )
+        return tune_thresholds(outcomes, tiers, budget=1.0, answered_target=0.0)
+
+    pooled, _, pooled_figures = with_negatives(None)
+    assert pooled.tau_review <= 0.6
+    assert pooled_figures["val_oos_escalation_recall"] >= 0.95
+    apart, _, figures = with_negatives(own)
+    assert apart.tau_review > near.max()
+    assert figures["val_oos_escalation_recall"] >= 0.95
+    # the share is the lower of the two groups'
+    assert escalated_share(conf[None, :], np.array([[0.7]]), own)[0, 0] == pytest.approx(
+        (near < 0.7).mean()
+    )
+    assert escalated_share(conf[None, :], np.array([[0.7]]))[0, 0] == pytest.approx(
+        (conf < 0.7).mean()
+    )
+    share = (near < 0.7).mean()
+    assert escalated_share(conf[None, :], np.array([[0.7]]), own, spare_error=True)[
+        0, 0
+    ] == pytest.approx(share - np.sqrt(share * (1 - share) / 20))
+    # our development negatives are not a sample of the user's traffic: held as measured
+    assert escalated_share(conf[None, :], np.array([[0.7]]), spare_error=True)[
+        0, 0
+    ] == pytest.approx((conf < 0.7).mean())
 
 
 def _confident_mistakes(n=2000, seed=3):

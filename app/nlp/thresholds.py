@@ -151,6 +151,8 @@ CAPACITY_SLACK = 0.01
 # Out-of-scope questions must escalate: the operating point must escalate at least this share
 # of the held-out out-of-scope queries (when any point can).
 OOS_RECALL_MIN = 0.95
+# ... of the data's own out-of-scope rows with one standard error to spare (``escalated_share``).
+OOS_SPARE_ERROR = True
 # With escalation on, the share of unreviewed answers that must be right: tau_review and the
 # BERT checks of fast answers (tau_verify) spend the fewest escalations whose held-out answered
 # accuracy reaches it with a standard error to spare (``review_for_target``). A product
@@ -190,6 +192,47 @@ class OutOfScopeOutcomes:
     ft_margin: np.ndarray
     simple_conf: np.ndarray
     bert_conf: np.ndarray
+    # per query: one of the data's own out-of-scope rows (``TrainingData.oos_labelled``)
+    # rather than one of our development negatives or generated nonsense; None: none are
+    labelled: np.ndarray | None = None
+
+
+def escalated_share(
+    oos_conf: np.ndarray,
+    taus: np.ndarray,
+    labelled: np.ndarray | None = None,
+    *,
+    spare_error: bool = False,
+) -> np.ndarray:
+    """Share of the out-of-scope queries escalated (calibrated confidence under t), per row of
+    ``oos_conf`` (routings x queries) and each of that row's thresholds (``taus``, rows x k).
+
+    With ``labelled`` (per query: one of the data's own out-of-scope rows), the lower of the
+    share among those and among the others. The data's own rows are its owner's sample of
+    what the bot is asked out of scope, near misses included; our development negatives and
+    generated nonsense are easier, and must not outnumber them in one average.
+    ``spare_error``: the data's own rows' share minus one standard error, as the answered
+    target is held. They are a sample of the user's out-of-scope traffic, often a small one
+    (40 rows: 95% is 2 answered), and a point that only just escalates enough of them is as
+    likely to escalate too few new ones. Our development negatives are the same fixed guess
+    for every data set, not a sample of anyone's traffic: their share is held as measured.
+    """
+    conf = np.atleast_2d(np.asarray(oos_conf, dtype=float))
+    taus = np.asarray(taus, dtype=float)
+    mask = np.zeros(conf.shape[1], dtype=bool) if labelled is None else np.asarray(labelled, bool)
+    share = np.ones(taus.shape)
+    for group, sampled in ((mask, True), (~mask, False)):
+        if not group.any():
+            continue
+        ranked = np.sort(conf[:, group], axis=1)
+        below = np.stack(
+            [np.searchsorted(ranked[r], taus[r] - 1e-12, side="left") for r in range(len(conf))]
+        )
+        part = below / group.sum()
+        if spare_error and sampled:
+            part = part - np.sqrt(part * (1.0 - part) / group.sum())
+        share = np.minimum(share, part)
+    return share
 
 
 def tune_thresholds(
@@ -209,7 +252,9 @@ def tune_thresholds(
     one standard error >= ``answered_target``, out-of-scope escalated >= OOS_RECALL_MIN); the
     budget is a ceiling, filled only when the target is out of its reach. Objective, exactly:
       1. feasible: escalation <= ``budget`` of held-out (in-scope) queries, share of held-out
-         out-of-scope queries escalated >= OOS_RECALL_MIN (the best reachable when none can),
+         out-of-scope queries escalated >= OOS_RECALL_MIN (the best reachable when none can;
+         of the data's own out-of-scope rows, minus one standard error, and of our other
+         negatives each: ``escalated_share``),
          and share that runs BERT <= ``bert_budget`` (dropped when no point fits it, e.g. when
          the intents declared ``complex`` alone take more, or when holding it costs more than
          CAPACITY_SLACK of accuracy; the figures say so);
@@ -255,7 +300,13 @@ def tune_thresholds(
                 conf = np.where(simple, conf_s[None, :], conf_b[None, :])
                 oos_conf = _oos_conf(oos, oos_tier, tau_fast, m, cascade[:, 0])
                 tau_review, _ = review_for_target(
-                    conf, correct, oos_conf, allowed_escalations, answered_target, review_grid
+                    conf,
+                    correct,
+                    oos_conf,
+                    allowed_escalations,
+                    answered_target,
+                    review_grid,
+                    oos_labelled=oos.labelled if oos else None,
                 )
                 answered = answers(conf, tau_review[:, None])
                 n_answered = answered.sum(axis=1)
@@ -263,10 +314,16 @@ def tune_thresholds(
                 answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
                 escalation = 1.0 - n_answered / n
                 bert_share = 1.0 - simple.mean(axis=1)
-                oos_recall = (
-                    (~answers(oos_conf, tau_review[:, None])).mean(axis=1)
+                # out-of-scope escalated: as the constraint holds it, and as measured
+                oos_held, oos_recall = (
+                    (
+                        escalated_share(
+                            oos_conf, tau_review[:, None], oos.labelled, spare_error=spare
+                        )[:, 0]
+                        for spare in (OOS_SPARE_ERROR, False)
+                    )
                     if oos_conf is not None
-                    else np.ones(len(tau_review))
+                    else (np.ones(len(tau_review)),) * 2
                 )
                 for i, tc in enumerate(TAU_CASCADE_GRID):
                     rows.append(
@@ -280,10 +337,11 @@ def tune_thresholds(
                             answered_acc[i],
                             escalation[i],
                             bert_share[i],
+                            oos_held[i],
                             oos_recall[i],
                         )
                     )
-    table = np.array([r[5:] for r in rows])
+    table = np.array([r[5:-1] for r in rows])
     accuracy_col, answered_col, escalation_col, share_col, oos_col = table.T
     feasible = escalation_col <= budget + 1e-9
     if not feasible.any():  # the budget is below any reachable escalation rate: least escalation
@@ -303,9 +361,9 @@ def tune_thresholds(
     near_best = feasible & (utility >= best_utility - UTILITY_TOLERANCE)
     order = np.lexsort((escalation_col, share_col, -answered_col))
     chosen = next(i for i in order if near_best[i])
-    f1_min, tau_fast, m, tc, tr, accuracy, answered_acc, escalation, bert_share, oos_recall = rows[
-        chosen
-    ]
+    f1_min, tau_fast, m, tc, tr, accuracy, answered_acc, escalation, bert_share, _, oos_recall = (
+        rows[chosen]
+    )
     figures = {
         "val_accuracy": round(float(accuracy), 4),
         "val_answered_accuracy": round(float(answered_acc), 4),
@@ -322,7 +380,9 @@ def tune_thresholds(
         f"{OOS_RECALL_MIN} and BERT share <= {bert_budget}; tau_review the lowest value whose "
         f"answered accuracy minus one standard error reaches {answered_target} with "
         f"out-of-scope escalation >= {OOS_RECALL_MIN} (the highest within the escalation "
-        f"ceiling when none does); grid step {GRID_STEP} (tau_review {REVIEW_STEP})"
+        f"ceiling when none does); out-of-scope escalation held for the data's own "
+        f"out-of-scope rows (minus one standard error) and for the other negatives each; grid "
+        f"step {GRID_STEP} (tau_review {REVIEW_STEP})"
     )
     simple_tier = _simple_tiers(tier_maps[f1_min], outcomes.ft_top)
     eligible = simple_eligible(simple_tier, p1, margin, tau_fast, m)
@@ -468,19 +528,29 @@ def _choose_verify(
         oos_simple = keeps_simple(oos_eligible[None, :], oos.simple_conf[None, :], grid[:, None])
         oos_conf = np.where(oos_simple, oos.simple_conf[None, :], oos.bert_conf[None, :])
     tau_review, reached = review_for_target(
-        conf, correct, oos_conf, allowed_escalations, answered_target, np.asarray(TAU_REVIEW_GRID)
+        conf,
+        correct,
+        oos_conf,
+        allowed_escalations,
+        answered_target,
+        np.asarray(TAU_REVIEW_GRID),
+        oos_labelled=oos.labelled if oos is not None else None,
     )
     answered = answers(conf, tau_review[:, None])
     n_answered = answered.sum(axis=1)
     answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
     share = 1.0 - simple.mean(axis=1)
     coverage = n_answered / max(len(conf_s), 1)
-    if oos_conf is not None:
-        oos_recall = (~answers(oos_conf, tau_review[:, None])).mean(axis=1)
-    else:
-        oos_recall = np.ones(len(grid))
+    oos_held, oos_recall = (  # out-of-scope escalated: as the constraint holds it, as measured
+        (
+            escalated_share(oos_conf, tau_review[:, None], oos.labelled, spare_error=spare)[:, 0]
+            for spare in (OOS_SPARE_ERROR, False)
+        )
+        if oos_conf is not None
+        else (np.ones(len(grid)),) * 2
+    )
     allowed = (1.0 - coverage <= budget + 1e-9) & (
-        oos_recall >= min(OOS_RECALL_MIN, oos_recall[0]) - 1e-9
+        oos_held >= min(OOS_RECALL_MIN, oos_held[0]) - 1e-9
     )
     allowed[0] = True  # no verification is always allowed
     within = allowed & (share <= max(bert_budget, share[0]) + 1e-9)
@@ -523,11 +593,14 @@ def review_for_target(
     answered_target: float,
     grid: np.ndarray,
     oos_recall_min: float = OOS_RECALL_MIN,
+    *,
+    oos_labelled: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``conf`` (rows: routings, columns: held-out queries), the review threshold
     that spends the fewest reviews: the lowest grid value t whose answered accuracy, minus one
     standard error, reaches ``answered_target`` and which escalates at least
-    ``oos_recall_min`` of the out-of-scope queries (``oos_conf``, same rows). The budget
+    ``oos_recall_min`` of the out-of-scope queries (``oos_conf``, same rows; of the data's own
+    ones, ``oos_labelled``, and of the others, each: ``escalated_share``). The budget
     (``allowed_escalations``) is a ceiling: where the target needs more reviews than it allows,
     or cannot be reached at all, t is the highest value within the budget (the most accurate
     answers the ceiling allows). Returns (t, target reached) per row.
@@ -548,12 +621,11 @@ def review_for_target(
     within = (n - answered) <= allowed_escalations
     ok = reaching & within
     if oos_conf is not None and oos_conf.shape[1]:
-        oos_sorted = np.sort(oos_conf, axis=1)
-        escalated = (
-            np.stack(
-                [np.searchsorted(oos_sorted[r], grid - 1e-12, side="left") for r in range(rows)]
-            )
-            / oos_conf.shape[1]
+        escalated = escalated_share(
+            oos_conf,
+            np.broadcast_to(grid, (rows, len(grid))),
+            oos_labelled,
+            spare_error=OOS_SPARE_ERROR,
         )
         ok &= escalated >= oos_recall_min - 1e-9
     fallback = _review_within_budget(conf, allowed_escalations, grid)
@@ -573,6 +645,7 @@ def review_on_traffic(
     budget: float = 1.0,
     grid: np.ndarray | None = None,
     oos_recall_min: float = OOS_RECALL_MIN,
+    oos_labelled: np.ndarray | None = None,
 ) -> tuple[float | None, dict]:
     """``tau_review`` chosen on recent live questions rather than on held-out ones.
 
@@ -583,7 +656,8 @@ def review_on_traffic(
     they were; a question nobody reviewed, answered at calibrated confidence c, counts c right.
     The threshold is the lowest grid value whose estimated answered accuracy minus one standard
     error reaches ``answered_target``, with at most ``budget`` of the traffic escalated and at
-    least ``oos_recall_min`` of the held-out out-of-scope queries (``oos_conf``). Returns
+    least ``oos_recall_min`` of the held-out out-of-scope queries (``oos_conf``; of the data's
+    own, ``oos_labelled``, and of the others, each). Returns
     (threshold or None when no value qualifies, figures at it).
 
     The reviewed questions do not check the calibrator on the unreviewed ones: they are the
@@ -599,7 +673,7 @@ def review_on_traffic(
     total = labelled_weight * len(lc) + len(uc)
     if total <= 0:
         return None, {}
-    oos = np.sort(np.asarray(oos_conf, dtype=float)) if oos_conf is not None else None
+    oos = np.asarray(oos_conf, dtype=float) if oos_conf is not None else None
     for t in grid:
         above_l = lc >= t - 1e-12
         above_u = uc >= t - 1e-12
@@ -610,7 +684,9 @@ def review_on_traffic(
         error = math.sqrt(max(accuracy * (1.0 - accuracy), 0.0) / answered)
         escalated = 1.0 - answered / total
         if oos is not None and len(oos):
-            oos_recall = np.searchsorted(oos, t - 1e-12, side="left") / len(oos)
+            oos_recall = escalated_share(
+                oos[None, :], np.array([[t]]), oos_labelled, spare_error=OOS_SPARE_ERROR
+            )[0, 0]
             if oos_recall < oos_recall_min - 1e-9:
                 continue
         if escalated > budget + 1e-9:

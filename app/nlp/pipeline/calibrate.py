@@ -100,6 +100,7 @@ def calibrate(
             ft_margin=routes.ft_margin[n:],
             simple_conf=conf_s[n:],
             bert_conf=conf_b[n:],
+            labelled=routes.labelled_oos[n:],
         ),
     )
     return Calibrated(CalibrationSet(simple, complex_, metrics), outcomes, metrics)

@@ -57,8 +57,10 @@ class TrainingData:
     # stands for 1/share answered questions nobody reviewed (``example_weight``).
     weights: list[float] = field(default_factory=list)
     # The out-of-scope rows of the data itself (a training or validation CSV's ``oos``
-    # category), also in ``oos_texts``: the data's owner says they are out of scope, so no
-    # intent claims them (``splits.claimed_negatives`` applies to the development guesses).
+    # category; in the app, answered questions a spot check found nothing in the KB answers),
+    # also in ``oos_texts``: the data's owner says they are out of scope, so no intent claims
+    # them (``splits.claimed_negatives`` applies to the development guesses), and the tuner
+    # escalates 95% of them apart from the other negatives (``thresholds.escalated_share``).
     oos_labelled: list[str] = field(default_factory=list)
 
     def weight_of(self) -> list[float]:
@@ -76,6 +78,8 @@ class TrainingData:
             digest.update(json.dumps([a.slug, a.title, a.questions, a.intent]).encode())
         for name, tier in sorted(self.declared_tiers.items()):
             digest.update(f"{name}={tier}\n".encode())
+        for text in sorted(self.oos_labelled):  # none: data hashes as it did before them
+            digest.update(f"out of scope\t{text}\n".encode())
         return digest.hexdigest()
 
 
@@ -215,16 +219,37 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     labels = [lab for _, lab in pairs]
     weights = list(pairs.values())
     articles = with_examples_as_questions(articles, texts, labels)
+    own_oos = judged_out_of_scope(session)
     return TrainingData(
         texts,
         labels,
         articles,
         declared,
-        read_oos_dev(intents_dir),
+        [*read_oos_dev(intents_dir), *own_oos],
         recent_traffic(session),
         n_examples,
         weights if any(w != 1.0 for w in weights) else [],
+        oos_labelled=own_oos,
     )
+
+
+def judged_out_of_scope(session) -> list[str]:
+    """Answered questions a reviewer's spot check found nothing in the knowledge base answers
+    (verdict wrong, no intent): the near misses the bot answers, as stored (masked), oldest
+    first, each once. One since taught as an intent's example is not held out as a negative
+    (``splits.in_scope_negatives``)."""
+    from sqlalchemy import select
+
+    from app.models import Message, SpotCheck
+    from app.review.spot_checks import WRONG
+
+    rows = session.execute(
+        select(Message.text)
+        .join(SpotCheck, SpotCheck.message_id == Message.id)
+        .where(SpotCheck.verdict == WRONG, SpotCheck.correct_intent.is_(None))
+        .order_by(SpotCheck.judged_at, SpotCheck.id)
+    ).scalars()
+    return list(dict.fromkeys(t.strip() for t in rows if t and t.strip()))
 
 
 def example_weight(sample_share: float | None) -> float:

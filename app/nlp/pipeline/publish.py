@@ -77,6 +77,8 @@ def publish(
         "n_train": len(data.texts),
         "n_val": n,
         "n_oos_negatives": len(plan.negatives) - len(replay.claimed_negatives),
+        # of them, the data's own out-of-scope rows: at least 95% of these escalate too
+        "n_oos_negatives_own": len(set(plan.negatives) & set(data.oos_labelled)),
         # out-of-scope negatives that are also labelled texts (a KB question), not held out
         "n_oos_negatives_in_kb": plan.negatives_labelled,
         # development negatives one of the data's intents claims (splits.claimed_negatives)

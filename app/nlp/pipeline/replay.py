@@ -57,6 +57,8 @@ class RouteOutcomes:
     ft_top: list[str]
     ft_p1: np.ndarray
     ft_margin: np.ndarray
+    # per query: one of the data's own out-of-scope rows (``TrainingData.oos_labelled``)
+    labelled_oos: np.ndarray
     n_in_scope: int
 
     @classmethod
@@ -140,6 +142,7 @@ def replay_held_out(
                 vectors=vectors,
             )
         )
+    labelled = frozenset(data.oos_labelled)
     weight, figures = 0.0, {}
     if fasttext.active:  # FastText and BERT see every held-out query once: the blend, then routes
         weight, figures = choose_fasttext_weight_folds(folds)
@@ -155,6 +158,7 @@ def replay_held_out(
             fasttext_weight=weight,
             ft_results=f.ft_results,
             vectors=f.vectors,
+            labelled_oos=labelled,
         )
         for f in folds
     ]
@@ -182,11 +186,13 @@ def evaluate_routes(
     fasttext_weight: float = 0.0,
     ft_results: Sequence[TierResult] | None = None,
     vectors: np.ndarray | None = None,
+    labelled_oos: frozenset[str] = frozenset(),
 ) -> RouteOutcomes:
     """Run both routes on every query as the router runs them; ``labels`` None marks
     out-of-scope (never correct), and ``n_in_scope`` says how many come first (default: those
     with a label). ``ft_results`` and ``vectors`` (FastText's results and BERT embeddings of
-    ``queries``) are computed here unless given."""
+    ``queries``) are computed here unless given; ``labelled_oos``: the data's own out-of-scope
+    rows, told apart from the other negatives (``escalated_share``)."""
     router = Router(RouterModels(ft, bm25, bert, CalibrationSet.untrained(), Thresholds(), {}))
     if ft_results is None:
         ft_results = intent_results(ft, queries)
@@ -224,6 +230,7 @@ def evaluate_routes(
         ft_margin.append(p1 - p2)
     if n_in_scope is None:
         n_in_scope = sum(label is not None for label in labels)
+    own = [i >= n_in_scope and q in labelled_oos for i, q in enumerate(queries)]
     return RouteOutcomes(
         simple_rows,
         complex_rows,
@@ -232,6 +239,7 @@ def evaluate_routes(
         ft_top,
         np.asarray(ft_p1),
         np.asarray(ft_margin),
+        np.asarray(own, dtype=bool),
         n_in_scope,
     )
 

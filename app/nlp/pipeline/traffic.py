@@ -111,6 +111,7 @@ def review_on_recent_traffic(
         replay_out_of_scope(calibrated.outcomes, tiers, tuned.thresholds),
         answered_target,
         budget=budget,
+        oos_labelled=calibrated.outcomes.oos.labelled if calibrated.outcomes.oos else None,
     )
     if threshold is None:
         return _with(
