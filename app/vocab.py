@@ -123,3 +123,11 @@ class ModelStatus(StrEnum):
 
 # The statuses whose versions a server loads.
 SERVING_STATUSES = (ModelStatus.SHADOW, ModelStatus.CANARY, ModelStatus.ACTIVE)
+
+
+class Verdict(StrEnum):
+    """A reviewer's verdict on a spot-checked answer (``app/review/spot_checks.py``); training
+    reads the wrong ones no intent answers as out-of-scope rows (``app/nlp/pipeline/data.py``)."""
+
+    RIGHT = "right"
+    WRONG = "wrong"

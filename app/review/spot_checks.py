@@ -28,10 +28,10 @@ from app import metrics
 from app.models import Article, Message, SpotCheck, TrainingExample, utcnow
 from app.review import audit as audit_log
 from app.review.service import ReviewError, known_intents, teach_intent
-from app.vocab import AuditAction
+from app.vocab import AuditAction, Verdict
 
-RIGHT = "right"
-WRONG = "wrong"
+RIGHT = Verdict.RIGHT
+WRONG = Verdict.WRONG
 VERDICTS = (RIGHT, WRONG)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.vocab import is_out_of_scope_category
+from app.vocab import Verdict, is_out_of_scope_category
 
 GENERATED_NEGATIVES = 60
 # The most recent customer questions the bot routed that training reads (``recent_traffic``).
@@ -241,12 +241,11 @@ def judged_out_of_scope(session) -> list[str]:
     from sqlalchemy import select
 
     from app.models import Message, SpotCheck
-    from app.review.spot_checks import WRONG
 
     rows = session.execute(
         select(Message.text)
         .join(SpotCheck, SpotCheck.message_id == Message.id)
-        .where(SpotCheck.verdict == WRONG, SpotCheck.correct_intent.is_(None))
+        .where(SpotCheck.verdict == Verdict.WRONG, SpotCheck.correct_intent.is_(None))
         .order_by(SpotCheck.judged_at, SpotCheck.id)
     ).scalars()
     return list(dict.fromkeys(t.strip() for t in rows if t and t.strip()))
