@@ -20,7 +20,6 @@ again at random, as CLINC150 draws its out-of-scope splits from one pool.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import random
@@ -133,25 +132,27 @@ def main() -> None:
         data / "oos.csv" if (data / "oos.csv").is_file() else ROOT / "intents/out_of_scope/test.csv"
     )
     train = data / "train.csv"
-    workspace = tempfile.TemporaryDirectory(prefix="tierdesk-bench-")
-    if args.resplit_oos is not None:
-        train, oos = resplit_out_of_scope(train, oos, Path(workspace.name), args.resplit_oos)
-    report = run_eval(
-        train,
-        data / "test.csv",
-        oos,
-        json_out=OUT / f"{args.name}.json",
-        plot_out=OUT / f"{args.name}.png",
-        limit_categories=args.limit_categories,
-        questions_per_article=args.questions_per_article,
-        budget=args.budget,
-        # One intra-op thread for the queries: per-query latency on a shared 2-core machine is
-        # steadier and no slower than two threads fighting other processes.
-        query_threads=1,
-        spare_review=args.spare_review and args.budget < 1.0,
-        **({} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}),
-        **({} if args.bert_budget is None else {"bert_budget": args.bert_budget}),
-    )
+    with tempfile.TemporaryDirectory(prefix="tierdesk-bench-") as workspace:
+        if args.resplit_oos is not None:
+            train, oos = resplit_out_of_scope(train, oos, Path(workspace), args.resplit_oos)
+        report = run_eval(
+            train,
+            data / "test.csv",
+            oos,
+            json_out=OUT / f"{args.name}.json",
+            plot_out=OUT / f"{args.name}.png",
+            limit_categories=args.limit_categories,
+            questions_per_article=args.questions_per_article,
+            budget=args.budget,
+            # One intra-op thread for the queries: per-query latency on a shared 2-core machine is
+            # steadier and no slower than two threads fighting other processes.
+            query_threads=1,
+            spare_review=args.spare_review and args.budget < 1.0,
+            **(
+                {} if args.fine_tune_epochs is None else {"fine_tune_epochs": args.fine_tune_epochs}
+            ),
+            **({} if args.bert_budget is None else {"bert_budget": args.bert_budget}),
+        )
     details = report.pop("_details")
     data_name = "BANKING77" if data.resolve() == DATA.resolve() else data.name
     oos_shown = oos.relative_to(ROOT) if oos.is_relative_to(ROOT) else oos
@@ -189,25 +190,20 @@ def main() -> None:
             met = "n/a"
         print(f"| {label} | {met} |")
     print(json.dumps({"written": [str(OUT / f"{args.name}.json"), str(OUT / f"{args.name}.png")]}))
-    workspace.cleanup()
 
 
 def resplit_out_of_scope(train: Path, oos: Path, into: Path, seed: int) -> tuple[Path, Path]:
     """``train``'s out-of-scope rows and ``oos``'s queries as one pool, split again at random
     with as many training rows as before: copies under ``into``."""
+    from app.nlp.evaluation import write_labelled_csv
     from app.nlp.pipeline.data import read_labelled_csv, split_out_of_scope
 
     texts, labels, own = split_out_of_scope(*read_labelled_csv(train))
     pool = own + read_labelled_csv(oos, category_required=False)[0]
     random.Random(seed).shuffle(pool)
-    with open(into / "train.csv", "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["text", "category"])
-        out.writerows([*zip(texts, labels, strict=True), *[(t, "oos") for t in pool[: len(own)]]])
-    with open(into / "oos.csv", "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["text"])
-        out.writerows([t] for t in pool[len(own) :])
+    drawn, rest = pool[: len(own)], pool[len(own) :]
+    write_labelled_csv(into / "train.csv", [*texts, *drawn], [*labels, *["oos"] * len(drawn)])
+    write_labelled_csv(into / "oos.csv", rest, ["oos"] * len(rest))
     return into / "train.csv", into / "oos.csv"
 
 

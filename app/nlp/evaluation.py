@@ -64,7 +64,8 @@ def _limit(texts: list[str], labels: list[str], keep: set[str]) -> tuple[list[st
     return [t for t, _ in pairs], [lab for _, lab in pairs]
 
 
-def _write_csv(path: Path, texts: Sequence[str], labels: Sequence[str]) -> None:
+def write_labelled_csv(path: Path, texts: Sequence[str], labels: Sequence[str]) -> None:
+    """A ``text,category`` CSV, as ``read_labelled_csv`` reads it."""
     import csv
 
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -133,7 +134,7 @@ def run_eval(
         )
     with tempfile.TemporaryDirectory(prefix="tierdesk-eval-") as workspace:
         work = Path(workspace)
-        _write_csv(work / "train.csv", train_texts, train_labels)
+        write_labelled_csv(work / "train.csv", train_texts, train_labels)
         started = time.perf_counter()
         trained, data = train_from_csv(
             work / "train.csv",

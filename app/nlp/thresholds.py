@@ -152,8 +152,6 @@ CAPACITY_SLACK = 0.01
 # Out-of-scope questions must escalate: the operating point must escalate at least this share
 # of the held-out out-of-scope queries (when any point can).
 OOS_RECALL_MIN = 0.95
-# ... of the data's own out-of-scope rows with one standard error to spare (``escalated_share``).
-OOS_SPARE_ERROR = True
 # With escalation on, the share of unreviewed answers that must be right: tau_review and the
 # BERT checks of fast answers (tau_verify) spend the fewest escalations whose held-out answered
 # accuracy reaches it with a standard error to spare (``review_for_target``). A product
@@ -236,6 +234,21 @@ def escalated_share(
     return share
 
 
+def oos_escalation(
+    oos_conf: np.ndarray | None, tau_review: np.ndarray, labelled: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``oos_conf`` at its ``tau_review``: the share of out-of-scope queries
+    escalated as the constraint holds it (the data's own rows less a standard error) and as
+    measured; all ones when there are none."""
+    if oos_conf is None:
+        return np.ones(len(tau_review)), np.ones(len(tau_review))
+    held, measured = (
+        escalated_share(oos_conf, tau_review[:, None], labelled, spare_error=spare)[:, 0]
+        for spare in (True, False)
+    )
+    return held, measured
+
+
 def tune_thresholds(
     outcomes: ValidationOutcomes,
     tier_maps: dict[float, dict[str, str]],
@@ -315,16 +328,8 @@ def tune_thresholds(
                 answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
                 escalation = 1.0 - n_answered / n
                 bert_share = 1.0 - simple.mean(axis=1)
-                # out-of-scope escalated: as the constraint holds it, and as measured
-                oos_held, oos_recall = (
-                    (
-                        escalated_share(
-                            oos_conf, tau_review[:, None], oos.labelled, spare_error=spare
-                        )[:, 0]
-                        for spare in (OOS_SPARE_ERROR, False)
-                    )
-                    if oos_conf is not None
-                    else (np.ones(len(tau_review)),) * 2
+                oos_held, oos_recall = oos_escalation(
+                    oos_conf, tau_review, oos.labelled if oos else None
                 )
                 for i, tc in enumerate(TAU_CASCADE_GRID):
                     rows.append(
@@ -542,13 +547,8 @@ def _choose_verify(
     answered_acc = (correct & answered).sum(axis=1) / np.maximum(n_answered, 1)
     share = 1.0 - simple.mean(axis=1)
     coverage = n_answered / max(len(conf_s), 1)
-    oos_held, oos_recall = (  # out-of-scope escalated: as the constraint holds it, as measured
-        (
-            escalated_share(oos_conf, tau_review[:, None], oos.labelled, spare_error=spare)[:, 0]
-            for spare in (OOS_SPARE_ERROR, False)
-        )
-        if oos_conf is not None
-        else (np.ones(len(grid)),) * 2
+    oos_held, oos_recall = oos_escalation(
+        oos_conf, tau_review, oos.labelled if oos is not None else None
     )
     allowed = (1.0 - coverage <= budget + 1e-9) & (
         oos_held >= min(OOS_RECALL_MIN, oos_held[0]) - 1e-9
@@ -626,7 +626,7 @@ def review_for_target(
             oos_conf,
             np.broadcast_to(grid, (rows, len(grid))),
             oos_labelled,
-            spare_error=OOS_SPARE_ERROR,
+            spare_error=True,
         )
         ok &= escalated >= oos_recall_min - 1e-9
     fallback = _review_within_budget(conf, allowed_escalations, grid)
@@ -674,8 +674,12 @@ def review_on_traffic(
     total = labelled_weight * len(lc) + len(uc)
     if total <= 0:
         return None, {}
-    oos = np.asarray(oos_conf, dtype=float) if oos_conf is not None else None
-    for t in grid:
+    # per grid value: the out-of-scope share escalated as the constraint holds it
+    oos_held = np.ones(len(grid))
+    if oos_conf is not None and len(oos_conf):
+        oos = np.asarray(oos_conf, dtype=float)[None, :]
+        oos_held = escalated_share(oos, grid[None, :], oos_labelled, spare_error=True)[0]
+    for t, t_oos in zip(grid, oos_held, strict=True):
         above_l = lc >= t - 1e-12
         above_u = uc >= t - 1e-12
         answered = labelled_weight * above_l.sum() + above_u.sum()
@@ -684,12 +688,8 @@ def review_on_traffic(
         accuracy = (labelled_weight * lok[above_l].sum() + uc[above_u].sum()) / answered
         error = math.sqrt(max(accuracy * (1.0 - accuracy), 0.0) / answered)
         escalated = 1.0 - answered / total
-        if oos is not None and len(oos):
-            oos_recall = escalated_share(
-                oos[None, :], np.array([[t]]), oos_labelled, spare_error=OOS_SPARE_ERROR
-            )[0, 0]
-            if oos_recall < oos_recall_min - 1e-9:
-                continue
+        if t_oos < oos_recall_min - 1e-9:
+            continue
         if escalated > budget + 1e-9:
             break  # higher thresholds escalate more
         if accuracy - error >= answered_target - 1e-9:
