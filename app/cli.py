@@ -121,8 +121,11 @@ def serve(host: str, port: int) -> None:
     server = make_server(host, port, app, threaded=True)
     # SIGTERM (systemd, a supervisor, `kill`) stops the server as Ctrl-C does, so that the
     # interpreter exits normally and its exit hooks run: the embedded Redis server is saved
-    # and shut down with it (app.redis_conn.stop_embedded) instead of outliving it.
+    # and shut down with it (app.redis_conn.stop_embedded) instead of outliving it. SIGINT is
+    # set too: a shell starts a background job (`tierdesk serve &`, a script's `cmd &`) with
+    # SIGINT ignored, and Python then leaves it ignored, so `kill -INT` did nothing.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
