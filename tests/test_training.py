@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from app.db import session_scope
 from app.models import Article
+from app.nlp.cli import TRAIN_SPIN_COUNT
 from app.nlp.pipeline.data import generated_negatives, read_labelled_csv
 from app.nlp.store import (
     CURRENT_POINTER,
@@ -147,3 +151,32 @@ def test_models_cli_lists_and_rolls_back(app):
         assert get_revision(session, MODEL_REVISION) == 1
     missing = runner.invoke(main, ["models", "activate", "v9"])
     assert missing.exit_code != 0 and "no model version 'v9'" in missing.output
+
+
+def _fresh_python(code: str, **env: str) -> str:
+    """Run ``code`` in a new interpreter (torch not loaded yet) with ``env`` over a copy of
+    this environment without the OpenMP wait settings; its stdout."""
+    base = {k: v for k, v in os.environ.items() if k not in {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"}}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_train_shortens_the_openmp_spin_before_torch_loads_unless_the_operator_set_it():
+    # What `tierdesk train` runs first: the CLI app, then the command's own set-up. torch must
+    # not be loaded by then, or the spin count it reads at load time would be the default.
+    code = (
+        "import os, sys\n"
+        "from app.cli import _cli_app\n"
+        "from app.nlp.cli import _spin_less_while_idle\n"
+        "_cli_app()\n"
+        "loaded = 'torch' in sys.modules\n"
+        "_spin_less_while_idle()\n"
+        "import torch\n"
+        "print(loaded, os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    )
+    assert _fresh_python(code) == f"False {TRAIN_SPIN_COUNT} None"
+    assert _fresh_python(code, GOMP_SPINCOUNT="500") == "False 500 None"
+    assert _fresh_python(code, OMP_WAIT_POLICY="ACTIVE") == "False None ACTIVE"

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -27,6 +29,24 @@ from app.nlp.thresholds import (
     ThresholdsError,
 )
 from app.nlp.training import TrainingError
+
+# Spins of an idle thread of torch's OpenMP pool (GNU libgomp) before it sleeps, in `tierdesk
+# train`. libgomp's default (300,000) keeps the pool's threads spinning between operations, and
+# a training that shares the cores with a busy process (a serving worker) spent most of its time
+# waiting: on 2 cores beside a process encoding queries on one thread, the Tasklane FAQ with
+# alternates trained in 218 s by default, 55 s at 10,000 (31 and 34 s alone). Sleeping at once
+# (OMP_WAIT_POLICY=PASSIVE) was quicker beside it (36 s) and slower alone (40 s): docs/load.md.
+TRAIN_SPIN_COUNT = 10_000
+
+
+def _spin_less_while_idle() -> None:
+    """Shorten the OpenMP spin of this process's threads (``TRAIN_SPIN_COUNT``) unless the
+    operator set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``; read when torch loads, so it must
+    run before. libgomp reads it; another OpenMP runtime ignores it."""
+    if "torch" in sys.modules:
+        return
+    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = str(TRAIN_SPIN_COUNT)
 
 
 def _fail(message: str) -> None:
@@ -63,6 +83,7 @@ def train_command(quiet: bool, candidate: bool, min_new_examples: int) -> None:
     Uses every intent, training example (seed, import, reviewer) and published article; running
     servers switch to the new models without a restart.
     """
+    _spin_less_while_idle()
     from app.db import session_scope
     from app.nlp.training import examples_since_last_version, train_models
 
