@@ -175,7 +175,7 @@ def plot(
     import matplotlib.pyplot as plt
 
     reviews = [r["reviews"] for r in rows]
-    fig, ax = plt.subplots(figsize=(9, 5.5 + 0.35 * len(others)))
+    fig, ax = plt.subplots(figsize=(9, 6 + 0.35 * len(others)))
     suffix = f", {run}" if run else ""
     ax.plot(
         reviews,
@@ -223,7 +223,7 @@ def plot(
         handles=handles,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.14),
-        ncol=1 if others else 3,  # long labels: one per line
+        ncol=1,  # the labels name the run: one per line
         frameon=False,
     )
     ax.set_title("Learning from reviews on BANKING77 (demo KB, reviewed questions taught)")
