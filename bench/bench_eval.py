@@ -12,7 +12,16 @@ thresholds, derived tiers, training metrics) and ``bench/out/eval.png``.
     python bench/bench_eval.py --data bench/datasets/telco_intents --name eval_telco
 
 ``--data`` names another ``text,category`` set (a folder with ``train.csv`` and ``test.csv``);
-its ``oos.csv``, when there is one, replaces our out-of-scope test set. ``--resplit-oos SEED``
+its ``oos.csv``, when there is one, replaces our out-of-scope test set. Given more than once,
+the sets are asked as one multi-domain set, in the shape of CLINC150 (150 intents of many small
+domains, with out-of-scope queries): their TRAIN, TEST and out-of-scope files concatenated, a
+category name two sets share being one intent (BANKING77's and the assistant set's
+``exchange_rate``):
+
+    python bench/bench_eval.py --data ../shared/data/banking77 --data bench/datasets/telco_intents \
+        --data bench/datasets/assistant_intents --name eval_multi
+
+``--resplit-oos SEED``
 pools the training file's out-of-scope rows with ``oos.csv`` and draws as many training rows
 again at random, as CLINC150 draws its out-of-scope splits from one pool.
 """
@@ -23,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -82,8 +92,9 @@ def main() -> None:
     parser.add_argument(
         "--data",
         type=Path,
-        default=DATA,
-        help="folder with train.csv and test.csv (and optionally oos.csv) [default: BANKING77]",
+        action="append",
+        help="folder with train.csv and test.csv (and optionally oos.csv) [default: BANKING77]; "
+        "given more than once, the sets are asked as one",
     )
     parser.add_argument("--limit-categories", type=int, default=None)
     parser.add_argument("--questions-per-article", type=int, default=None)
@@ -122,17 +133,21 @@ def main() -> None:
     configure_threads()  # training (the BERT fine-tune above all) uses every core
 
     OUT.mkdir(parents=True, exist_ok=True)
-    data = args.data
-    for name in ("train.csv", "test.csv"):
-        if not (data / name).is_file():
-            sys.exit(
-                f"{data / name}: no such file (--data names a folder with train.csv and test.csv)"
-            )
-    oos = (
-        data / "oos.csv" if (data / "oos.csv").is_file() else ROOT / "intents/out_of_scope/test.csv"
-    )
-    train = data / "train.csv"
+    folders = args.data or [DATA]
+    for folder in folders:
+        for name in ("train.csv", "test.csv"):
+            if not (folder / name).is_file():
+                sys.exit(
+                    f"{folder / name}: no such file "
+                    "(--data names a folder with train.csv and test.csv)"
+                )
     with tempfile.TemporaryDirectory(prefix="tierdesk-bench-") as workspace:
+        if len(folders) == 1:
+            data = folders[0]
+            oos = _oos_file(data)
+        else:
+            data, oos = combine_sets(folders, Path(workspace) / "combined")
+        train = data / "train.csv"
         if args.resplit_oos is not None:
             train, oos = resplit_out_of_scope(train, oos, Path(workspace), args.resplit_oos)
         report = run_eval(
@@ -154,10 +169,22 @@ def main() -> None:
             **({} if args.bert_budget is None else {"bert_budget": args.bert_budget}),
         )
     details = report.pop("_details")
-    data_name = "BANKING77" if data.resolve() == DATA.resolve() else data.name
-    oos_shown = oos.relative_to(ROOT) if oos.is_relative_to(ROOT) else oos
+    data_name = " + ".join(
+        "BANKING77" if folder.resolve() == DATA.resolve() else folder.name for folder in folders
+    )
+    oos_files = [_oos_file(folder) for folder in folders] if len(folders) > 1 else [oos]
+    oos_shown = ", ".join(
+        str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path) for path in oos_files
+    )
     print(f"### Routing on {data_name} (`tierdesk eval`, out-of-scope: {oos_shown})\n")
     print(format_table(report))
+    # ru_maxrss is in KiB on Linux: the whole run's peak, training included
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"\n{details['n_categories']} categories, {details['n_train']} training texts, "
+        f"{report['n_test']} TEST queries; "
+        f"training {report['train_seconds']:.0f} s; peak memory {peak_mib:.0f} MiB"
+    )
     routes = details["route_latency_ms"]
     print(
         f"\nRoute latency p50 (hybrid): simple {routes['simple']['p50']:.2f} ms "
@@ -190,6 +217,34 @@ def main() -> None:
             met = "n/a"
         print(f"| {label} | {met} |")
     print(json.dumps({"written": [str(OUT / f"{args.name}.json"), str(OUT / f"{args.name}.png")]}))
+
+
+def _oos_file(folder: Path) -> Path:
+    """A set's own out-of-scope test queries, or ours when it has none (BANKING77)."""
+    own = folder / "oos.csv"
+    return own if own.is_file() else ROOT / "intents/out_of_scope/test.csv"
+
+
+def combine_sets(folders: list[Path], into: Path) -> tuple[Path, Path]:
+    """Several ``text,category`` sets as one (``train.csv``, ``test.csv``, ``oos.csv`` under
+    ``into``); a category name two sets share is one intent, out-of-scope rows stay out of
+    scope, and the out-of-scope test queries are every set's (ours for BANKING77)."""
+    from app.nlp.evaluation import write_labelled_csv
+    from app.nlp.pipeline.data import read_labelled_csv
+
+    into.mkdir(parents=True)
+    merged: dict[str, tuple[list[str], list[str]]] = {"train.csv": ([], []), "test.csv": ([], [])}
+    oos_texts: list[str] = []
+    for folder in folders:
+        for name, (texts, labels) in merged.items():
+            rows = read_labelled_csv(folder / name)
+            texts += rows[0]
+            labels += rows[1]
+        oos_texts += read_labelled_csv(_oos_file(folder), category_required=False)[0]
+    for name, (texts, labels) in merged.items():
+        write_labelled_csv(into / name, texts, labels)
+    write_labelled_csv(into / "oos.csv", oos_texts, ["oos"] * len(oos_texts))
+    return into, into / "oos.csv"
 
 
 def resplit_out_of_scope(train: Path, oos: Path, into: Path, seed: int) -> tuple[Path, Path]:
