@@ -287,6 +287,32 @@ def test_fine_tune_only_with_enough_examples():
     assert not should_fine_tune(faq, epochs=3)
 
 
+def test_fine_tune_batches_hold_every_text_once_with_texts_of_about_one_length():
+    from app.nlp.finetune import BUCKET_BATCHES, length_bucketed_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 200, size=3 * 32 * BUCKET_BATCHES + 7)
+    batches = length_bucketed_batches(lengths, 32, np.random.default_rng(1))
+    seen = np.concatenate(batches)
+    assert sorted(seen) == list(range(len(lengths)))  # every text once
+    assert len(batches) == -(-len(lengths) // 32)  # as many steps as plain batches of 32
+    assert sum(len(b) < 32 for b in batches) == 1  # only the last pool's last batch is short
+    # a batch pads to its longest text: bucketing wastes far less than random batches
+    padded = np.mean([lengths[b].max() - lengths[b].mean() for b in batches])
+    order = np.random.default_rng(1).permutation(len(lengths))
+    random_padded = np.mean(
+        [lengths[order[i : i + 32]].max() - lengths[order[i : i + 32]].mean()
+         for i in range(0, len(order), 32)]
+    )  # fmt: skip
+    assert padded < random_padded / 5
+    # the pools are drawn at random: another epoch batches the texts differently
+    again = length_bucketed_batches(lengths, 32, np.random.default_rng(2))
+    assert {tuple(sorted(b)) for b in again} != {tuple(sorted(b)) for b in batches}
+    # and the batch order is not sorted by length (long and short batches are interleaved)
+    means = [lengths[b].mean() for b in batches]
+    assert means != sorted(means) and means != sorted(means, reverse=True)
+
+
 @pytest.mark.slow
 def test_fine_tuned_encoder_learns_the_intents_and_survives_save_and_load(tmp_path, monkeypatch):
     """Fine-tuning lowers its training loss and moves the encoder; the saved tier reloads the
