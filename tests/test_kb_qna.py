@@ -785,10 +785,63 @@ def test_faq_alternate_question_columns_under_their_usual_names(db_url, tmp_path
     ]
 
 
-def test_two_alternate_question_columns_are_one_too_many(db_url, tmp_path):
+def test_alternate_questions_spread_over_numbered_columns_are_read_together(db_url, tmp_path):
+    csv_path = tmp_path / "faq.csv"
+    csv_path.write_text(
+        "question,answer,alt_question_1,Alternate question 2,Paraphrase3\n"
+        "How do I export a board?,Open the board menu and choose Export.,export my board,,"
+        "download a board|save board to a file\n",
+        encoding="utf-8",
+    )
+    numbered = tmp_path / "numbered.csv"
+    numbered.write_text(
+        "Question 1,Question 2,Question 3,Answer\n"
+        "Can I undo a deletion?,restore a deleted card,get back a card I removed,"
+        "Deleted cards stay in the bin for 30 days.\n",
+        encoding="utf-8",
+    )
+    json_path = tmp_path / "faq.json"
+    json_path.write_text(
+        json.dumps(
+            [
+                {
+                    "question": "How do I invite a guest?",
+                    "answer": "Open Share and enter their e-mail.",
+                    "alternateQuestion1": "add someone from outside",
+                    "similar_questions": ["share a board with a client"],
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [csv_path, numbered, json_path])
+    assert (report.created, report.rejected, report.notes) == (3, 0, [])
+    stored = articles(db_url)
+    assert stored["how-do-i-export-a-board"].questions == [
+        "export my board",
+        "download a board",
+        "save board to a file",
+    ]
+    # without a title column the lowest numbered question is the title
+    assert stored["can-i-undo-a-deletion"].title == "Can I undo a deletion?"
+    assert stored["can-i-undo-a-deletion"].questions == [
+        "restore a deleted card",
+        "get back a card I removed",
+    ]
+    assert stored["how-do-i-invite-a-guest"].questions == [
+        "add someone from outside",
+        "share a board with a client",
+    ]
+
+
+def test_two_title_columns_are_one_too_many(db_url, tmp_path):
     path = tmp_path / "faq.csv"
-    path.write_text("question,answer,alternates,paraphrases\nq,a,b,c\n", encoding="utf-8")
-    problems = rejected(db_url, [path])
-    assert problems == [
-        f"{path}:1: column(s) alternates/paraphrases appear more than once; keep one"
+    path.write_text("question,title,answer,alternates\nq,t,a,b\n", encoding="utf-8")
+    assert rejected(db_url, [path]) == [
+        f"{path}:1: column(s) question/title appear more than once; keep one"
+    ]
+    json_path = tmp_path / "faq.json"
+    json_path.write_text(json.dumps([{"Answer": "a", "body": "b", "title": "t"}]))
+    assert rejected(db_url, [json_path]) == [
+        f"{json_path}:1: has both 'Answer' and 'body'; keep one"
     ]

@@ -1,7 +1,8 @@
 """The import formats, each turned into ``SourceRow``s (file, line, loosely typed fields).
 
 - CSV: header with ``title`` and ``body``; optional ``slug``, ``category``, ``tags`` and
-  ``questions`` (``|``-separated), ``source``, ``published``.
+  ``questions`` (``|``-separated, or spread over several columns: ``column_names``), ``source``,
+  ``published``.
 - JSON (a list of objects) and JSONL (one object per line) with the same keys; or an export
   object: Zendesk Help Center (``articles``), QnA Maker's "Download knowledgebase"
   (``qnaDocuments``) or an Azure AI Language question answering project (``assets.qnas``).
@@ -30,7 +31,7 @@ import yaml
 from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
 from app.kb.html_pages import HTML_SUFFIXES, html_fragment, page_fields, parse_html
 from app.kb.qna import apply_metadata, group_questions, question_key
-from app.kb.records import SourceRow
+from app.kb.records import SourceRow, split_list
 from app.kb.textfiles import (
     ByteCounter,
     CsvRow,
@@ -55,25 +56,55 @@ ALIASES = {
     **dict.fromkeys(
         (
             "alternate questions",
-            "alternate_questions",
-            "alternatequestions",
             "alternative questions",
-            "alternative_questions",
             "alternates",
             "paraphrases",
             "similar questions",
-            "similar_questions",
             "variants",
         ),
         "questions",
     ),
 }
+# Column names are compared by their letters and digits only, in lower case: "Alternate
+# questions", "alternate_questions" and "alternateQuestions" are one name.
+_ALIAS_KEYS = {re.sub(r"[^a-z0-9]", "", alias): name for alias, name in ALIASES.items()}
+# Alternate questions spread over several columns, numbered or not: "Alternate question 1",
+# "alt_question_2", "Paraphrase 3", "Similar question", "Question 2" (a numbered question column
+# other than the title's).
+_ALTERNATE_COLUMN = re.compile(
+    r"(?:(?:alt|alternate|alternative|similar|other|additional|extra|more)"
+    r"(?:questions?|phrasings?|query|queries|utterances?)"
+    r"|(?:question)?(?:paraphrase|variant|variation|rephrasing)s?)\d*"
+    r"|question\d+"
+)
+_NUMBERED_QUESTION = re.compile(r"question(\d+)")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
 # QnA Maker's multi-turn columns and Language Studio's SourceDisplayName: no use here, so
 # ignored without a note.
 QNA_IGNORED = ("suggestedquestions", "iscontextonly", "prompts", "sourcedisplayname")
 _OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid")
+# several columns (or JSON keys) may hold alternate questions; a row's are read together
+MERGED = ("questions",)
+
+
+def column_names(header: list[str]) -> list[str | None]:
+    """The name each header cell (or JSON key) is read as: an alias's canonical name,
+    ``questions`` for a column of alternate questions, None for a cell read by its own name.
+
+    Without a ``title`` or ``question`` column, the lowest numbered question column ("Question
+    1") is the title and the others its alternate questions."""
+    keys = [re.sub(r"[^a-z0-9]", "", cell.lower()) for cell in header]
+    names: list[str | None] = [
+        _ALIAS_KEYS.get(key) or ("questions" if _ALTERNATE_COLUMN.fullmatch(key) else None)
+        for key in keys
+    ]
+    if "title" not in names and "title" not in keys:
+        numbered = [(int(m.group(1)), i) for i, k in enumerate(keys)
+                    if (m := _NUMBERED_QUESTION.fullmatch(k))]  # fmt: skip
+        if numbered:
+            names[min(numbered)[1]] = "title"
+    return names
 
 
 Reader = Callable[[Path, str, Problems, ByteCounter], Iterator[SourceRow]]
@@ -95,15 +126,16 @@ def _tabular(rows: Iterator[CsvRow], display: str, problems: Problems):
 
 
 def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    options = {"required": ("title", "body"), "known": TABULAR_KEYS}
-    rows = csv_rows(path, display, problems, aliases=ALIASES, on_bytes=on_bytes, **options)
+    options = {"required": ("title", "body"), "known": TABULAR_KEYS, "merged": MERGED}
+    rows = csv_rows(path, display, problems, aliases=column_names, on_bytes=on_bytes, **options)
     return _tabular(rows, display, problems)
 
 
 def read_qna_tsv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     known = TABULAR_KEYS + QNA_IGNORED
-    options = {"delimiter": "\t", "required": ("question", "answer"), "known": known}
-    rows = csv_rows(path, display, problems, aliases=ALIASES, on_bytes=on_bytes, **options)
+    options = {"delimiter": "\t", "required": ("question", "answer"), "known": known,
+               "merged": MERGED}  # fmt: skip
+    rows = csv_rows(path, display, problems, aliases=column_names, on_bytes=on_bytes, **options)
     return _tabular(rows, display, problems)
 
 
@@ -117,8 +149,8 @@ def _sheet_required(header: list[str]) -> tuple[str, ...]:
 def read_xlsx(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     """The first sheet; line numbers are its row numbers."""
     records = sheet_records(path, on_bytes)
-    options = {"required": _sheet_required, "known": TABULAR_KEYS + QNA_IGNORED}
-    rows = table_rows(records, display, problems, aliases=ALIASES, **options)
+    options = {"required": _sheet_required, "known": TABULAR_KEYS + QNA_IGNORED, "merged": MERGED}
+    rows = table_rows(records, display, problems, aliases=column_names, **options)
     return _tabular(rows, display, problems)
 
 
@@ -129,19 +161,45 @@ def _object_fields(obj: object, display: str, line: int, problems: Problems) -> 
     if not isinstance(obj, dict):
         problems.add(display, line, f"expected an object, found {type(obj).__name__}")
         return None
-    fields = {str(k).lower(): v for k, v in obj.items()}
-    qna = "question" in fields
-    for alias, name in ALIASES.items():
-        if alias in fields:
-            if name in fields:
-                problems.add(display, line, f"has both '{name}' and '{alias}'; keep one")
-                return None
-            fields[name] = fields.pop(alias)
+    keys = [str(k) for k in obj]
+    qna = "question" in (k.lower() for k in keys)
+    fields: dict[str, object] = {}
+    spelled: dict[str, str] = {}
+    for key, name, value in zip(keys, column_names(keys), obj.values(), strict=True):
+        name = name or key.lower()
+        if name not in fields:
+            fields[name], spelled[name] = value, key
+        elif name in MERGED:
+            fields[name] = _merged(fields[name], value)
+        else:
+            problems.add(display, line, f"has both '{spelled[name]}' and '{key}'; keep one")
+            return None
     fields = {k: v for k, v in fields.items() if k in TABULAR_KEYS}
     if fields.get("source") is None:
         fields["source"] = display
     apply_metadata(fields, display, line, problems)
     return SourceRow(display, line, fields, qna=qna)
+
+
+def _merged(first: object, more: object) -> object:
+    """Two values of one list field (``questions``): texts joined by a line break, else one
+    list (a text split as ``records.split_list`` reads it; other values are left for the
+    record's check to name)."""
+    if more is None or more == "":
+        return first
+    if first is None or first == "":
+        return more
+    if isinstance(first, str) and isinstance(more, str):
+        return f"{first}\n{more}"
+    items: list[object] = []
+    for value in (first, more):
+        if isinstance(value, str):
+            items.extend(split_list(value))
+        elif isinstance(value, list | tuple):
+            items.extend(value)
+        else:
+            items.append(value)
+    return items
 
 
 def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):

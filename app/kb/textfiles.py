@@ -136,9 +136,10 @@ def csv_rows(
     problems: Problems,
     *,
     delimiter: str = ",",
-    aliases: dict[str, str] | None = None,
+    aliases: Aliases | None = None,
     required: tuple[str, ...] = (),
     known: tuple[str, ...] | None = None,
+    merged: tuple[str, ...] = (),
     on_bytes: ByteCounter = _ignore_bytes,
 ) -> Iterator[CsvRow]:
     """Rows of a delimited file with a header, as ``table_rows`` reads them (see there).
@@ -157,6 +158,7 @@ def csv_rows(
         aliases=aliases,
         required=required,
         known=known,
+        merged=merged,
     )
 
 
@@ -186,6 +188,9 @@ class UnreadableRecord(Exception):
 
 
 Required = tuple[str, ...] | Callable[[list[str]], tuple[str, ...]]
+# accepted alternative column names: a mapping of lower-case names (``answer`` -> ``body``), or a
+# function naming every header cell at once (None keeps a cell's own lower-case name)
+Aliases = dict[str, str] | Callable[[list[str]], list[str | None]]
 
 
 def table_rows(
@@ -194,9 +199,10 @@ def table_rows(
     problems: Problems,
     *,
     delimiter: str | None = None,
-    aliases: dict[str, str] | None = None,
+    aliases: Aliases | None = None,
     required: Required = (),
     known: tuple[str, ...] | None = None,
+    merged: tuple[str, ...] = (),
 ) -> Iterator[CsvRow]:
     """The rows of a table, as dicts keyed by lower-case column name.
 
@@ -205,7 +211,9 @@ def table_rows(
     accepted alternative names to canonical ones (``answer`` -> ``body``) and each row says which
     of them the header used; ``required`` names may be aliases (a missing column is named as
     given), or a function of the header cells returning them. Columns outside ``known``
-    (canonical names, when given) are ignored with a note, so a typo is not silent.
+    (canonical names, when given) are ignored with a note, so a typo is not silent. A name in
+    ``merged`` may head several columns (``Alternate question 1``, ``Alternate question 2``):
+    a row's non-blank cells under it are joined by line breaks, in column order.
     Blank records are skipped; one with a value beyond the header's last column is an error.
     """
     aliases = aliases or {}
@@ -223,10 +231,14 @@ def table_rows(
     header_line, header_row = first
     if callable(required):
         required = required(header_row)
-    header = _header(header_row, display, header_line, problems, delimiter, aliases, required)
+    names = _column_names(header_row, aliases)
+    header = _header(header_row, names, display, header_line, problems, delimiter, aliases,
+                     required, merged)  # fmt: skip
     if header is None:
         return
-    aliased = frozenset(c.strip().lower() for c in header_row if c.strip().lower() in aliases)
+    aliased = frozenset(
+        c.strip().lower() for c, n in zip(header_row, names, strict=True) if n != c.strip().lower()
+    )
     if known is not None:
         ignored = [cell.strip() for cell, name in zip(header_row, header, strict=True)
                    if name and name not in known]  # fmt: skip
@@ -247,7 +259,15 @@ def table_rows(
         if len(row) > len(header):
             problems.add(display, line, _too_many_fields(row, header, delimiter))
             continue
-        values = {name: cell for name, cell in zip(header, row, strict=False) if name}
+        values: dict[str, str] = {}
+        for name, cell in zip(header, row, strict=False):
+            if not name:
+                continue
+            if name in values and name in merged:
+                if cell.strip():
+                    values[name] = f"{values[name]}\n{cell}" if values[name].strip() else cell
+            else:
+                values[name] = cell
         yield CsvRow(line, values, aliased)
     if count == 0:
         problems.add(display, header_line, "no records after the header row")
@@ -282,17 +302,25 @@ def _csv_error(exc: csv.Error) -> str:
     return f"malformed record: {message}"
 
 
+def _column_names(row: list[str], aliases: Aliases) -> list[str]:
+    if callable(aliases):
+        named = aliases(row)
+        return [n if n is not None else c.strip().lower() for c, n in zip(row, named, strict=True)]
+    return [aliases.get(cell.strip().lower(), cell.strip().lower()) for cell in row]
+
+
 def _header(
     row: list[str],
+    names: list[str],
     display: str,
     line: int,
     problems: Problems,
     delimiter: str | None,
-    aliases: dict[str, str],
+    aliases: Aliases,
     required: tuple[str, ...],
+    merged: tuple[str, ...],
 ) -> list[str] | None:
-    names = [aliases.get(cell.strip().lower(), cell.strip().lower()) for cell in row]
-    duplicates = sorted({n for n in names if n and names.count(n) > 1})
+    duplicates = sorted({n for n in names if n and n not in merged and names.count(n) > 1})
     if duplicates:
         spelled = [
             "/".join(dict.fromkeys(c.strip() for c, n in zip(row, names, strict=True) if n == d))
@@ -302,7 +330,8 @@ def _header(
             display, line, f"column(s) {', '.join(spelled)} appear more than once; keep one"
         )
         return None
-    missing = [name for name in required if aliases.get(name, name) not in names]
+    canonical = _column_names(list(required), aliases)
+    missing = [name for name, c in zip(required, canonical, strict=True) if c not in names]
     if missing:
         found = ", ".join(c.strip() for c in row if c.strip()) or "nothing"
         hint = ""
