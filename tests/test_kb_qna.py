@@ -845,3 +845,30 @@ def test_two_title_columns_are_one_too_many(db_url, tmp_path):
     assert rejected(db_url, [json_path]) == [
         f"{json_path}:1: has both 'Answer' and 'body'; keep one"
     ]
+
+
+def test_alternate_questions_written_as_a_list_or_with_semicolons(db_url, tmp_path):
+    # a data frame's list column saved to CSV (Python's repr), JSON in a cell, and "a; b"
+    path = tmp_path / "faq.csv"
+    path.write_text(
+        "question,answer,alternate_questions\n"
+        "How do I export a board?,Open the board menu.,\"['export my board', \"\"what's the csv"
+        ' export""]"\n'
+        'Can I undo a deletion?,Cards stay in the bin.,"[""restore a card"", ""undo delete""]"\n'
+        "How do I invite a guest?,Open Share.,add someone from outside; share with a client\n"
+        "Where is the bin?,In the board menu.,[not a list]\n",
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.rejected) == (4, 0)
+    stored = articles(db_url)
+    assert stored["how-do-i-export-a-board"].questions == [
+        "export my board",
+        "what's the csv export",
+    ]
+    assert stored["can-i-undo-a-deletion"].questions == ["restore a card", "undo delete"]
+    assert stored["how-do-i-invite-a-guest"].questions == [
+        "add someone from outside",
+        "share with a client",
+    ]
+    assert stored["where-is-the-bin"].questions == ["[not a list]"]

@@ -7,7 +7,9 @@ hash that tells an unchanged re-import from a real change.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -104,10 +106,32 @@ def _as_text(value: object, name: str, reasons: list[str]) -> str | None:
 
 def split_list(text: str) -> list[str]:
     """``a|b|c``; a cell with one item per line (a spreadsheet cell with line breaks) reads the
-    same way."""
-    if "\n" not in text and "\r" not in text:
-        return text.split(LIST_SEPARATOR)
-    return [item for line in text.splitlines() for item in line.split(LIST_SEPARATOR)]
+    same way. A cell holding a list as JSON or as Python writes it (``["a", "b"]``,
+    ``['a', 'b']``: a data frame's list column saved to CSV) gives its items, and a cell with
+    neither ``|`` nor a line break is split at ``;`` (``a; b; c``)."""
+    items = _literal_list(text)
+    if items is not None:
+        return items
+    if "\n" in text or "\r" in text:
+        return [item for line in text.splitlines() for item in line.split(LIST_SEPARATOR)]
+    if LIST_SEPARATOR not in text and ";" in text:
+        return text.split(";")
+    return text.split(LIST_SEPARATOR)
+
+
+def _literal_list(text: str) -> list[str] | None:
+    """The items of ``text`` when it is a list of texts written as JSON or a Python literal."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")):
+        return None
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(stripped)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            continue
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return value
+    return None
 
 
 def _as_list(value: object, name: str, reasons: list[str]) -> list[str]:
