@@ -189,8 +189,8 @@ def test_zendesk_errors_name_the_article_and_reject_everything(db_url, write_kb_
     ("content", "expected"),
     [
         ('{"count": 0}', "1: expected a JSON list of article objects ('[' ...) or an export: "
-         "an object with 'articles' (Zendesk), 'qnaDocuments' (QnA Maker) or 'assets' "
-         "(question answering)"),
+         "an object with 'articles' (Zendesk), 'qnaDocuments' (QnA Maker), 'assets' "
+         "(question answering) or 'FaqDocuments' (Amazon Kendra)"),
         ('{\n  "articles": {"id": 1}\n}', "2: 'articles' must be a list"),
         ('{"articles": []}', "1: the list is empty"),
         ('{"articles": [\n  "text"\n]}', "2: articles[0]: expected an object, found str"),

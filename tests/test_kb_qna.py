@@ -872,3 +872,77 @@ def test_alternate_questions_written_as_a_list_or_with_semicolons(db_url, tmp_pa
         "share with a client",
     ]
     assert stored["where-is-the-bin"].questions == ["[not a list]"]
+
+
+# ----------------------------------------------------------------------------- other vendors
+
+
+def test_faq_csv_without_a_header_row_as_dialogflow_and_kendra_take_it(db_url, tmp_path):
+    path = tmp_path / "faq.csv"
+    path.write_text(
+        "How do I reset my password?,Use the reset link on the sign-in page.\n"
+        'Can I pay by card?,"Yes, every major card."\n'
+        "I forgot my password,Use the reset link on the sign-in page.\n",
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.rejected) == (2, 0)
+    assert report.notes == [f"{path}:1: no header row; columns read as question, answer"]
+    stored = articles(db_url)
+    # question rows: the two sharing an answer are one article, as in a QnA export
+    assert stored["how-do-i-reset-my-password"].questions == ["I forgot my password"]
+    assert stored["can-i-pay-by-card"].body == "Yes, every major card."
+
+
+def test_a_misspelt_header_is_still_a_missing_column_not_data(db_url, tmp_path):
+    path = tmp_path / "faq.csv"
+    path.write_text("Questoin,Answre\nHow do I pay?,By card or bank transfer.\n", encoding="utf-8")
+    assert rejected(db_url, [path]) == [
+        f"{path}:1: missing required column(s) title, body; found Questoin, Answre"
+    ]
+
+
+def test_amazon_kendra_faq_json(db_url, tmp_path):
+    path = tmp_path / "kendra.json"
+    path.write_text(
+        json.dumps(
+            {
+                "SchemaVersion": 1,
+                "FaqDocuments": [
+                    {
+                        "Question": "How do I track a parcel?",
+                        "Answer": "Enter the tracking number on the Track page.",
+                        "Attributes": {
+                            "_source_uri": "https://example.com/help/track",
+                            "_category": "delivery",
+                            "team": "ops",
+                        },
+                    },
+                    {
+                        "Question": "Where is my parcel?",
+                        "Answer": "Enter the tracking number on the Track page.",
+                        "Attributes": {
+                            "_source_uri": "https://example.com/help/track",
+                            "_category": "delivery",
+                            "team": "ops",
+                        },
+                    },
+                    {"Question": "Do you ship abroad?", "Answer": "To 30 countries."},
+                ],
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.rejected, report.problems) == (2, 0, [])
+    stored = articles(db_url)
+    track = stored["how-do-i-track-a-parcel"]
+    assert (track.source, track.category) == ("https://example.com/help/track", "delivery")
+    assert track.questions == ["Where is my parcel?"]
+    assert stored["do-you-ship-abroad"].body == "To 30 countries."
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"FaqDocuments": [{"Question": "q?", "Answer": "a", "Attributes": 3}]})
+    )
+    assert rejected(db_url, [bad]) == [f"{bad}:1: FaqDocuments[0]: Attributes must be an object"]

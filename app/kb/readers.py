@@ -2,10 +2,11 @@
 
 - CSV: header with ``title`` and ``body``; optional ``slug``, ``category``, ``tags`` and
   ``questions`` (``|``-separated, or spread over several columns: ``column_names``), ``source``,
-  ``published``.
+  ``published``. An FAQ without a header row is read as question, answer[, source].
 - JSON (a list of objects) and JSONL (one object per line) with the same keys; or an export
   object: Zendesk Help Center (``articles``), QnA Maker's "Download knowledgebase"
-  (``qnaDocuments``) or an Azure AI Language question answering project (``assets.qnas``).
+  (``qnaDocuments``), an Azure AI Language question answering project (``assets.qnas``) or an
+  Amazon Kendra FAQ (``FaqDocuments``).
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
   and ``QnaId``.
 - XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
@@ -125,8 +126,30 @@ def _tabular(rows: Iterator[CsvRow], display: str, problems: Problems):
         yield SourceRow(display, row.line, fields, qna="question" in row.aliased)
 
 
+_HEADERLESS_COLUMNS = ("question", "answer", "source")
+
+
+def _headerless_faq(first: list[str]) -> list[str] | None:
+    """The columns of an FAQ CSV without a header row, as Dialogflow's knowledge connectors and
+    Amazon Kendra take one: question, answer and optionally a source URL. Only when the first
+    record reads as a question and its answer rather than as column names: two or three cells,
+    none a column name, a question ending in '?' or of three words or more, an answer of two
+    words or more."""
+    cells = [cell.strip() for cell in first]
+    if not 2 <= len(cells) <= 3 or not all(cells[:2]):
+        return None
+    keys = {re.sub(r"[^a-z0-9]", "", cell.lower()) for cell in cells}
+    if any(name is not None for name in column_names(cells)) or keys & set(TABULAR_KEYS):
+        return None
+    question, answer = cells[0], cells[1]
+    if not (question.endswith("?") or len(question.split()) >= 3) or len(answer.split()) < 2:
+        return None
+    return list(_HEADERLESS_COLUMNS[: len(cells)])
+
+
 def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    options = {"required": ("title", "body"), "known": TABULAR_KEYS, "merged": MERGED}
+    options = {"required": ("title", "body"), "known": TABULAR_KEYS, "merged": MERGED,
+               "headerless": _headerless_faq}  # fmt: skip
     rows = csv_rows(path, display, problems, aliases=column_names, on_bytes=on_bytes, **options)
     return _tabular(rows, display, problems)
 
@@ -244,7 +267,8 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
 
 _JSON_SHAPES = (
     "a JSON list of article objects ('[' ...) or an export: an object with 'articles' "
-    "(Zendesk), 'qnaDocuments' (QnA Maker) or 'assets' (question answering)"
+    "(Zendesk), 'qnaDocuments' (QnA Maker), 'assets' (question answering) or 'FaqDocuments' "
+    "(Amazon Kendra)"
 )
 
 
@@ -289,8 +313,9 @@ _Convert = Callable[[object, str, str, int, Problems], SourceRow | None]
 def _json_export(text: str, pos: int, display: str, problems: Problems):
     """The records of an export object, found by the key that holds them (any case):
     ``articles`` (a Zendesk Help Center export, ``GET /api/v2/help_center/articles``),
-    ``qnaDocuments`` (QnA Maker's "Download knowledgebase") or ``assets`` with ``qnas`` (an
-    Azure AI Language question answering project export). Other members (``count``,
+    ``qnaDocuments`` (QnA Maker's "Download knowledgebase"), ``assets`` with ``qnas`` (an
+    Azure AI Language question answering project export) or ``FaqDocuments`` (an Amazon Kendra
+    FAQ in its JSON format). Other members (``count``,
     ``next_page``, ``metadata``, ``synonyms``...) are skipped."""
     try:
         walked = yield from _members(text, pos, display, problems, _EXPORTS)
@@ -448,10 +473,36 @@ def _qna_item(
     return SourceRow(display, line, fields, label=label)
 
 
+def _kendra_faq(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """An Amazon Kendra FAQ document (``FaqDocuments`` item), keys in any case: ``Question``,
+    ``Answer``, and in ``Attributes`` the reserved ``_source_uri`` (source) and ``_category``;
+    other attributes and the access control list are not stored."""
+    if not isinstance(obj, dict):
+        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+        return None
+    item = {str(k).casefold(): v for k, v in obj.items()}
+    attributes = item.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict):
+        problems.add(display, line, f"{label}: Attributes must be an object")
+        return None
+    fields: dict[str, object] = {
+        "title": item.get("question"),
+        "body": item.get("answer"),
+        "source": attributes.get("_source_uri") or display,
+        "category": attributes.get("_category"),
+    }
+    return SourceRow(display, line, fields, label=label, qna=True)
+
+
 _EXPORTS: dict[str, _Handler] = {
     "articles": _records(_zendesk_article),
     "qnadocuments": _records(_qna_item),
     "assets": _assets,
+    "faqdocuments": _records(_kendra_faq),
 }
 
 

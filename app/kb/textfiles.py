@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,7 @@ def csv_rows(
     required: tuple[str, ...] = (),
     known: tuple[str, ...] | None = None,
     merged: tuple[str, ...] = (),
+    headerless: Headerless | None = None,
     on_bytes: ByteCounter = _ignore_bytes,
 ) -> Iterator[CsvRow]:
     """Rows of a delimited file with a header, as ``table_rows`` reads them (see there).
@@ -159,6 +161,7 @@ def csv_rows(
         required=required,
         known=known,
         merged=merged,
+        headerless=headerless,
     )
 
 
@@ -191,6 +194,8 @@ Required = tuple[str, ...] | Callable[[list[str]], tuple[str, ...]]
 # accepted alternative column names: a mapping of lower-case names (``answer`` -> ``body``), or a
 # function naming every header cell at once (None keeps a cell's own lower-case name)
 Aliases = dict[str, str] | Callable[[list[str]], list[str | None]]
+# given the first record, the column names of a table that has no header row, else None
+Headerless = Callable[[list[str]], list[str] | None]
 
 
 def table_rows(
@@ -203,6 +208,7 @@ def table_rows(
     required: Required = (),
     known: tuple[str, ...] | None = None,
     merged: tuple[str, ...] = (),
+    headerless: Headerless | None = None,
 ) -> Iterator[CsvRow]:
     """The rows of a table, as dicts keyed by lower-case column name.
 
@@ -213,8 +219,9 @@ def table_rows(
     given), or a function of the header cells returning them. Columns outside ``known``
     (canonical names, when given) are ignored with a note, so a typo is not silent. A name in
     ``merged`` may head several columns (``Alternate question 1``, ``Alternate question 2``):
-    a row's non-blank cells under it are joined by line breaks, in column order.
-    Blank records are skipped; one with a value beyond the header's last column is an error.
+    a row's non-blank cells under it are joined by line breaks, in column order. When
+    ``headerless`` names the columns of the first record, that record is data, and a note says
+    so. Blank records are skipped; one with a value beyond the header's last column is an error.
     """
     aliases = aliases or {}
     records = iter(records)
@@ -229,6 +236,10 @@ def table_rows(
             problems.add(display, 1, "file is empty")
         return
     header_line, header_row = first
+    if headerless is not None and (assumed := headerless(header_row)) is not None:
+        problems.note(display, header_line, f"no header row; columns read as {', '.join(assumed)}")
+        records = itertools.chain([first], records)
+        header_row = assumed
     if callable(required):
         required = required(header_row)
     names = _column_names(header_row, aliases)
