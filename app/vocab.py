@@ -13,7 +13,7 @@ from enum import StrEnum
 # Category names labelled data sets give to queries no intent answers (CLINC150's ``oos``, ...),
 # compared ignoring case, spaces, hyphens and underscores. Such rows are never an intent: in a
 # training file they are out-of-scope negatives, in a test file out-of-scope queries, and
-# ``tierdesk intents import`` skips them.
+# ``tierdesk intents import`` stores them as the data's own out-of-scope queries.
 OUT_OF_SCOPE_CATEGORIES = frozenset({"oos", "outofscope", "ood", "outofdomain"})
 
 

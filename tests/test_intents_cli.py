@@ -19,6 +19,7 @@ from app.kb.intents import (
     load_intent_definitions,
 )
 from app.models import Intent, TrainingExample
+from app.nlp.pipeline.data import data_from_db
 
 CARDS_YAML = """\
 intents:
@@ -229,7 +230,9 @@ def _duplicates(path: Path) -> int:
     return len(pairs) - len(set(pairs))
 
 
-def test_out_of_scope_rows_are_skipped_with_a_note_not_made_an_intent(runner, db_url, tmp_path):
+def test_out_of_scope_rows_are_kept_as_the_data_s_own_negatives_not_an_intent(
+    runner, db_url, tmp_path
+):
     path = write(
         tmp_path,
         "clinc.csv",
@@ -238,8 +241,15 @@ def test_out_of_scope_rows_are_skipped_with_a_note_not_made_an_intent(runner, db
     )
     result = runner.invoke(main, ["intents", "import", str(path)])
     assert result.exit_code == 0, result.output
-    assert f"{path}:1: 2 row(s) of category 'oos' skipped" in result.output
-    assert "1 row(s) of category 'Out_Of_Scope' skipped" in result.output
-    intents, examples = state(db_url)
+    assert f"{path}:1: 2 row(s) of category 'oos' are out-of-scope queries" in result.output
+    assert "1 row(s) of category 'Out_Of_Scope' are out-of-scope queries" in result.output
+    intents, _ = state(db_url)
     assert set(intents) == {"balance"}
-    assert examples == [("what's my balance", "balance", "import")]
+    listed = runner.invoke(main, ["intents", "list"]).output
+    assert "oos" in listed and "out-of-scope" in listed
+    with session_scope(db_url) as session:
+        data = data_from_db(session)
+    # training reads them as the data's own out-of-scope queries, in file order, never an intent
+    assert (data.texts, data.labels) == (["what's my balance"], ["balance"])
+    assert data.oos_labelled == ["who won the cup final", "tell me a joke", "next train to leeds"]
+    assert set(data.oos_labelled) <= set(data.oos_texts)

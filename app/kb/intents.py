@@ -222,26 +222,25 @@ def import_intent_csv(
             required=("text", "category"),
             known=("text", "category"),
         )
-        skipped: dict[str, int] = {}
+        out_of_scope: dict[str, int] = {}
         for row in rows:
             example = _example(row.values, display, row.line, problems)
-            if example is not None and is_out_of_scope_category(example[1]):
-                skipped[example[1]] = skipped.get(example[1], 0) + 1
-            elif example is not None:
+            if example is not None:
                 examples.append(example)
-        for category, count in skipped.items():
+                if is_out_of_scope_category(example[1]):
+                    out_of_scope[example[1]] = out_of_scope.get(example[1], 0) + 1
+        for category, count in out_of_scope.items():
             problems.note(
                 display,
                 1,
-                f"{count} row(s) of category {category!r} skipped: out-of-scope queries are not "
-                f"an intent (training reads its out-of-scope negatives from "
-                f"intents/out_of_scope/dev.csv)",
+                f"{count} row(s) of category {category!r} are out-of-scope queries, not an "
+                f"intent: training holds them out as questions the bot must escalate",
             )
     report = IntentReport(dry_run=dry_run, notes=problems.notes)
     if problems:
         report.problems = problems.messages
         raise IntentImportRejected(report)
-    names = dict.fromkeys(name for _, name in examples)
+    names = dict.fromkeys(name for _, name in examples if not is_out_of_scope_category(name))
     derived = [IntentDefinition(n, DEFAULT_TIER, "", [], tier_source="derived") for n in names]
     _upsert_intents(session, derived, report, overwrite=False, dry_run=dry_run)
     _add_examples(session, examples, origin, report, dry_run=dry_run)
@@ -341,7 +340,8 @@ def _add_examples(
 
 def list_intents(session: Session) -> list[tuple[str, str, int]]:
     """(name, tier, example count) for every intent, and for example labels with no intent
-    row (tier ``-``), sorted by name."""
+    row (tier ``-``, or ``out-of-scope`` for a data set's out-of-scope queries), sorted by
+    name."""
     counts = dict(
         session.execute(
             select(TrainingExample.intent, func.count()).group_by(TrainingExample.intent)
@@ -349,4 +349,8 @@ def list_intents(session: Session) -> list[tuple[str, str, int]]:
     )
     tiers = dict(session.execute(select(Intent.name, Intent.tier)).all())
     names = sorted(set(tiers) | set(counts), key=str.lower)
-    return [(name, tiers.get(name, "-"), counts.get(name, 0)) for name in names]
+    return [(name, tiers.get(name, _no_tier(name)), counts.get(name, 0)) for name in names]
+
+
+def _no_tier(label: str) -> str:
+    return "out-of-scope" if is_out_of_scope_category(label) else "-"

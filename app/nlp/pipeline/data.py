@@ -184,6 +184,8 @@ def read_oos_dev(intents_dir: str | Path | None) -> list[str]:
 
 def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData:
     """Intents, training examples of every origin and published articles from the database.
+    Examples of an out-of-scope category (a data set's ``oos`` rows) are the data's own
+    out-of-scope queries, never an intent.
 
     An article without a category is its own intent (named after its slug), trained on its
     title and alternate questions; articles with a category add theirs to that intent. The
@@ -195,10 +197,15 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     from app.models import Article, Intent, TrainingExample
 
     pairs: dict[tuple[str, str], float] = {}
+    imported_oos: list[str] = []
     for text, intent, share in session.execute(
-        select(TrainingExample.text, TrainingExample.intent, TrainingExample.sample_share)
+        select(TrainingExample.text, TrainingExample.intent, TrainingExample.sample_share).order_by(
+            TrainingExample.id
+        )
     ):
-        if text and text.strip() and intent:
+        if text and text.strip() and intent and is_out_of_scope_category(intent):
+            imported_oos.append(text.strip())
+        elif text and text.strip() and intent:
             key = (text.strip(), intent)
             # the same question twice (spacing aside): the smaller weight
             pairs[key] = min(pairs.get(key, float("inf")), example_weight(share))
@@ -219,7 +226,9 @@ def data_from_db(session, intents_dir: str | Path | None = None) -> TrainingData
     labels = [lab for _, lab in pairs]
     weights = list(pairs.values())
     articles = with_examples_as_questions(articles, texts, labels)
-    own_oos = judged_out_of_scope(session)
+    # the data's own out-of-scope queries: a data set's rows (`tierdesk intents import`) and the
+    # answered questions a spot check found out of scope
+    own_oos = list(dict.fromkeys([*imported_oos, *judged_out_of_scope(session)]))
     return TrainingData(
         texts,
         labels,
