@@ -15,6 +15,8 @@ from enum import StrEnum
 # training file they are out-of-scope negatives, in a test file out-of-scope queries, and
 # ``tierdesk intents import`` stores them as the data's own out-of-scope queries.
 OUT_OF_SCOPE_CATEGORIES = frozenset({"oos", "outofscope", "ood", "outofdomain"})
+# What labelled data sets (``text,category``) may call their category column.
+LABEL_ALIASES = {"intent": "category", "label": "category"}
 
 
 def is_out_of_scope_category(category: str) -> bool:

@@ -49,8 +49,11 @@ def test_csv_errors_name_file_and_line(tmp_path):
     with pytest.raises(TrainingError, match=r"bad.csv:3: empty text or category"):
         read_labelled_csv(path)
     path.write_text("sentence,label\nhello,greet\n")
-    with pytest.raises(TrainingError, match=r"bad.csv:1: expected a header"):
+    with pytest.raises(TrainingError, match=r"bad.csv:1: missing required column\(s\) text"):
         read_labelled_csv(path)
+    # a spreadsheet's CSV: BOM, CRLF, the header in another case and `label` for category
+    path.write_bytes("\ufeffText,Label\r\nhello,greet\r\n\r\nbye,leave\r\n".encode())
+    assert read_labelled_csv(path) == (["hello", "bye"], ["greet", "leave"])
 
 
 def test_generated_negatives_are_deterministic():

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from app.kb.store import chunked
 from app.kb.textfiles import Problems, csv_rows, read_text, yaml_error
 from app.models import EXAMPLE_ORIGINS, TIERS, Intent, TrainingExample, utcnow
-from app.vocab import is_out_of_scope_category
+from app.vocab import LABEL_ALIASES, is_out_of_scope_category
 
 MAX_INTENT_NAME = Intent.__table__.c.name.type.length
 MAX_EXAMPLE = TrainingExample.__table__.c.text.type.length
@@ -218,7 +218,7 @@ def import_intent_csv(
             path,
             display,
             problems,
-            aliases={"intent": "category", "label": "category"},
+            aliases=LABEL_ALIASES,
             required=("text", "category"),
             known=("text", "category"),
         )

@@ -9,7 +9,6 @@ routed (``traffic``, on which ``traffic.py`` chooses ``tau_review``). Errors are
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import random
@@ -19,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.vocab import Verdict, is_out_of_scope_category
+from app.vocab import LABEL_ALIASES, Verdict, is_out_of_scope_category
 
 GENERATED_NEGATIVES = 60
 # The most recent customer questions the bot routed that training reads (``recent_traffic``).
@@ -102,30 +101,31 @@ def split_out_of_scope(
 def read_labelled_csv(
     path: str | Path, *, category_required: bool = True
 ) -> tuple[list[str], list[str]]:
-    """``text,category`` rows; errors name ``file:line``. Without ``category_required`` (a file
-    of out-of-scope queries) the ``category`` column may be absent or empty."""
+    """``text,category`` rows (``intent`` or ``label`` for ``category``, any case, UTF-8 with or
+    without BOM), read as ``tierdesk intents import`` reads them; errors name ``file:line``.
+    Without ``category_required`` (a file of out-of-scope queries) the ``category`` column may
+    be absent or empty."""
+    from app.kb.textfiles import Problems, csv_rows
+
     path = Path(path)
+    if not path.is_file():
+        raise TrainingError(f"{path}: cannot read: no such file")
+    problems = Problems()
+    required = ("text", "category") if category_required else ("text",)
     texts: list[str] = []
     labels: list[str] = []
-    try:
-        fh = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TrainingError(f"{path}: cannot read: {exc.strerror}") from None
-    with fh:
-        reader = csv.DictReader(fh)
-        columns = {"text", "category"} if category_required else {"text"}
-        if not reader.fieldnames or not columns <= set(reader.fieldnames):
-            header = "text,category" if category_required else "text"
-            raise TrainingError(f"{path}:1: expected a header with column(s) {header}")
-        for row in reader:
-            text = (row.get("text") or "").strip()
-            label = (row.get("category") or "").strip()
-            if not text or (category_required and not label):
-                raise TrainingError(f"{path}:{reader.line_num}: empty text or category")
-            texts.append(text)
-            labels.append(label)
-    if not texts:
-        raise TrainingError(f"{path}: no rows")
+    for row in csv_rows(path, str(path), problems, aliases=LABEL_ALIASES, required=required):
+        text = (row.values.get("text") or "").strip()
+        label = (row.values.get("category") or "").strip()
+        if not text or (category_required and not label):
+            problems.add(str(path), row.line, "empty text or category")
+            continue
+        texts.append(text)
+        labels.append(label)
+    if problems:
+        shown = problems.messages[:5]
+        more = len(problems.messages) - len(shown)
+        raise TrainingError("\n".join(shown) + (f"\n... and {more} more" if more else ""))
     return texts, labels
 
 
