@@ -946,3 +946,26 @@ def test_amazon_kendra_faq_json(db_url, tmp_path):
         json.dumps({"FaqDocuments": [{"Question": "q?", "Answer": "a", "Attributes": 3}]})
     )
     assert rejected(db_url, [bad]) == [f"{bad}:1: FaqDocuments[0]: Attributes must be an object"]
+
+
+def test_json_object_holding_one_list_of_faq_objects(db_url, tmp_path):
+    path = tmp_path / "faq.json"
+    path.write_text(
+        '{"version": 2, "faqs": [\n'
+        ' {"question": "How do I pay?", "answer": "By card.", "alternates": ["payment options"]},\n'
+        ' {"question": "Where is my parcel?", "answer": "Track it online."}\n'
+        "]}",
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.rejected) == (2, 0)
+    assert report.notes == [f"{path}:1: 'faqs' read as a list of article objects"]
+    assert articles(db_url)["how-do-i-pay"].questions == ["payment options"]
+    # errors keep the item's line and index
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"faqs": [\n {"question": "a?", "answer": "b"},\n {"question": "c?"}\n]}')
+    assert rejected(db_url, [bad]) == [f"{bad}:3: faqs[1]: body is empty"]
+    # two lists of objects: which holds the articles is not guessed
+    two = tmp_path / "two.json"
+    two.write_text('{"a": [{"question": "q?", "answer": "x y"}], "b": [{"n": 1}]}')
+    assert rejected(db_url, [two])[0].startswith(f"{two}:1: expected a JSON list of article")

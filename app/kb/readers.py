@@ -315,15 +315,39 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
     ``articles`` (a Zendesk Help Center export, ``GET /api/v2/help_center/articles``),
     ``qnaDocuments`` (QnA Maker's "Download knowledgebase"), ``assets`` with ``qnas`` (an
     Azure AI Language question answering project export) or ``FaqDocuments`` (an Amazon Kendra
-    FAQ in its JSON format). Other members (``count``,
-    ``next_page``, ``metadata``, ``synonyms``...) are skipped."""
+    FAQ in its JSON format). Other members (``count``, ``next_page``, ``metadata``,
+    ``synonyms``...) are skipped. An object with none of those keys but one list of objects
+    (``{"faqs": [...]}``) is read as a list of article objects, with a note."""
     try:
         walked = yield from _members(text, pos, display, problems, _EXPORTS)
+        if walked is not None and walked[1] is None and (key := _only_list_of_objects(text)):
+            problems.note(display, 1, f"'{key}' read as a list of article objects")
+            walked = yield from _members(
+                text, pos, display, problems, {key.casefold(): _records(_article_object)}
+            )
     except json.JSONDecodeError as exc:
         problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
         return
     if walked is not None and walked[1] is None:
         problems.add(display, 1, f"expected {_JSON_SHAPES}")
+
+
+def _only_list_of_objects(text: str) -> str | None:
+    """The key of the one member of the JSON object ``text`` that is a non-empty list of
+    objects, or None when there is no such member or more than one."""
+    document = json.loads(text)
+    keys = [key for key, value in document.items()
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value)]  # fmt: skip
+    return keys[0] if len(keys) == 1 else None
+
+
+def _article_object(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    row = _object_fields(obj, display, line, problems)
+    if row is not None:
+        row.label = label
+    return row
 
 
 def _members(text: str, pos: int, display: str, problems: Problems, handlers: dict[str, _Handler]):
