@@ -969,3 +969,32 @@ def test_json_object_holding_one_list_of_faq_objects(db_url, tmp_path):
     two = tmp_path / "two.json"
     two.write_text('{"a": [{"question": "q?", "answer": "x y"}], "b": [{"n": 1}]}')
     assert rejected(db_url, [two])[0].startswith(f"{two}:1: expected a JSON list of article")
+
+
+def test_other_help_desks_column_names_where_ours_are_absent(db_url, tmp_path):
+    hubspot = tmp_path / "hubspot.csv"
+    hubspot.write_text(
+        "Category,Article title,Article subtitle,Article body,Keywords,Article URL\n"
+        "Billing,How do I change my plan?,Plans,<p>Open <b>Billing</b> and pick a plan.</p>,"
+        "plans|billing,https://help.example.com/plan\n",
+        encoding="utf-8",
+    )
+    both = tmp_path / "both.csv"
+    both.write_text(
+        "title,body,source,url\nWhere is the bin?,In the board menu.,kb/bin.md,https://x.example\n",
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [hubspot, both])
+    assert report.rejected == 0
+    stored = articles(db_url)
+    plan = stored["how-do-i-change-my-plan"]
+    assert (plan.category, plan.tags, plan.source) == (
+        "Billing",
+        ["plans", "billing"],
+        "https://help.example.com/plan",
+    )
+    assert "Billing" in plan.body
+    # where the file has our column, the other name is not read in its place
+    assert stored["where-is-the-bin"].source == "kb/bin.md"
+    assert f"{both}:1: ignoring unknown column(s) url" in report.notes
+    assert f"{hubspot}:1: ignoring unknown column(s) Article subtitle" in report.notes

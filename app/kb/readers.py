@@ -79,6 +79,17 @@ _ALTERNATE_COLUMN = re.compile(
     r"|question\d+"
 )
 _NUMBERED_QUESTION = re.compile(r"question(\d+)")
+# Other help desks' names, read as ours only where the file has no column of that name already
+# (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
+# HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", Zendesk's "html_url" and
+# "label_names", and plain "content", "url", "link", "section", "topic".
+_FALLBACK_KEYS = {
+    **dict.fromkeys(("articletitle", "faqquestion"), "title"),
+    **dict.fromkeys(("articlebody", "articlecontent", "content", "faqanswer"), "body"),
+    **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
+    **dict.fromkeys(("url", "link", "articleurl", "htmlurl"), "source"),
+    **dict.fromkeys(("section", "topic"), "category"),
+}
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
 # QnA Maker's multi-turn columns and Language Studio's SourceDisplayName: no use here, so
@@ -105,6 +116,12 @@ def column_names(header: list[str]) -> list[str | None]:
                     if (m := _NUMBERED_QUESTION.fullmatch(k))]  # fmt: skip
         if numbered:
             names[min(numbered)[1]] = "title"
+    taken = {name or key for name, key in zip(names, keys, strict=True)}
+    for i, key in enumerate(keys):
+        fallback = _FALLBACK_KEYS.get(key)
+        if names[i] is None and fallback is not None and fallback not in taken:
+            names[i] = fallback
+            taken.add(fallback)
     return names
 
 
