@@ -3,6 +3,7 @@
 - ``tierdesk train``: train every tier from the database into a new model version;
 - ``tierdesk tune --train X.csv --val Y.csv``: choose thresholds on a validation set;
 - ``tierdesk eval --train TRAIN.csv --test TEST.csv``: the evaluation harness;
+- ``tierdesk ask QUESTIONS``: the trained bot asked a list of questions (app/nlp/ask.py);
 - ``tierdesk models list|show|diff|promote|rollback|retire|check|activate``: the registry
   (app/nlp/registry.py).
 """
@@ -292,6 +293,53 @@ def eval_command(
     except TrainingError as exc:
         _fail(str(exc))
     click.echo(format_table(report))
+
+
+@click.command("ask")
+@click.argument("questions", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write one CSV row per question: the bot's answer or escalation, and whether it is right.",
+)
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def ask_command(questions: str, out: str | None, quiet: bool) -> None:
+    """Ask the trained bot QUESTIONS (a CSV with text and optionally expected, or one question
+    per line) as the chat API would, storing nothing; report what it answers, what it hands to
+    a person and, with expected answers, its answered accuracy and automation."""
+    from app.db import session_scope
+    from app.nlp.ask import (
+        AskError,
+        ask,
+        engine_config,
+        format_report,
+        read_questions,
+        resolve_expected,
+        write_outcomes,
+    )
+    from app.nlp.engine import Engine
+    from app.nlp.pipeline.data import data_from_db
+
+    try:
+        asked = read_questions(questions)
+        with session_scope(current_app.config["SQLALCHEMY_DATABASE_URI"]) as session:
+            articles = data_from_db(session).articles
+        resolve_expected(asked, articles)
+    except AskError as exc:
+        _fail(str(exc))
+    engine = Engine(engine_config(current_app.config))
+    try:
+        engine.load()
+        if not engine.ready:
+            _fail(f"the bot cannot answer: {engine.not_ready_reason}")
+        report = ask(engine, asked, progress=not quiet and sys.stderr.isatty())
+    finally:
+        engine.close()
+    click.echo(format_report(report))
+    if out:
+        write_outcomes(report, out)
+        click.echo(f"wrote {out}")
 
 
 @click.group("models", cls=AppGroup)
@@ -635,6 +683,7 @@ def experiment_show(name: str | None) -> None:
 
 
 commands: list = [
+    ask_command,
     train_command,
     tune_command,
     eval_command,
