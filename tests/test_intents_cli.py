@@ -253,3 +253,20 @@ def test_out_of_scope_rows_are_kept_as_the_data_s_own_negatives_not_an_intent(
     assert (data.texts, data.labels) == (["what's my balance"], ["balance"])
     assert data.oos_labelled == ["who won the cup final", "tell me a joke", "next train to leeds"]
     assert set(data.oos_labelled) <= set(data.oos_texts)
+
+
+def test_training_intent_examples_without_articles_says_what_to_do(runner, db_url, tmp_path):
+    path = write(
+        tmp_path,
+        "train.csv",
+        "text,category\nwhere is my card,card_arrival\nhas my card shipped,card_arrival\n"
+        "what is my balance,balance\n",
+    )
+    assert runner.invoke(main, ["intents", "import", str(path)]).exit_code == 0
+    result = runner.invoke(main, ["train", "--quiet"])
+    assert result.exit_code == 1
+    assert "the knowledge base has no published articles" in result.output
+    assert "The 3 examples of 2 intents need articles to answer with" in result.output
+    assert "tierdesk eval --train TRAIN.csv --test TEST.csv" in result.output
+    versions = Path(runner.app.config["MODELS_DIR"]) / "versions"
+    assert not versions.exists() or not any(versions.iterdir())

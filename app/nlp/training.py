@@ -191,6 +191,20 @@ class TrainReport:
         )
 
 
+def no_articles_message(data: TrainingData) -> str:
+    """Why there is nothing to serve, and what to do: a bot answers with articles, so intent
+    examples alone (a ``text,category`` data set) train nothing it could say."""
+    message = "the knowledge base has no published articles; import some first (tierdesk kb import)"
+    intents = len(set(data.labels))
+    if intents:
+        message += (
+            f". The {len(data.texts)} examples of {intents} intents need articles to answer"
+            " with (an article's category names its intent); to measure the intent data"
+            " alone, run tierdesk eval --train TRAIN.csv --test TEST.csv"
+        )
+    return message
+
+
 def train_models(
     config: Mapping,
     *,
@@ -208,9 +222,7 @@ def train_models(
     if on_data:
         on_data(data)
     if not data.articles:
-        raise TrainingError(
-            "the knowledge base has no published articles; import some first (tierdesk kb import)"
-        )
+        raise TrainingError(no_articles_message(data))
     trained = fit_models(
         data,
         bert_path=config.get("BERT_PATH"),
