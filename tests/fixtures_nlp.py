@@ -188,7 +188,21 @@ def private_models_dir(shared: Path, target: Path) -> Path:
 
 
 @pytest.fixture
-def trained_app(tmp_path, db_url, redis_client, redis_prefix, nlp_content, trained_models_dir):
+def trained_app_config() -> dict:
+    """Configuration a test module adds to ``trained_app`` (override this fixture)."""
+    return {}
+
+
+@pytest.fixture
+def trained_app(
+    tmp_path,
+    db_url,
+    redis_client,
+    redis_prefix,
+    nlp_content,
+    trained_models_dir,
+    trained_app_config,
+):
     """The app with content imported and real trained models loaded and warmed."""
     from app import create_app
 
@@ -208,6 +222,7 @@ def trained_app(tmp_path, db_url, redis_client, redis_prefix, nlp_content, train
             "LOAD_MODELS": True,
             "SECRET_KEY": "test-secret",
             "RATE_LIMIT": "off",
+            **trained_app_config,
         }
     )
     yield app
