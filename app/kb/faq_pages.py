@@ -326,11 +326,13 @@ def _json_ld_items(text: str, root: Node, display: str, problems: Problems) -> l
                     line, reason = first_line + exc.lineno - 1, f"{exc.msg} (column {exc.colno})"
                 problems.note(display, line, f"ignoring FAQPage JSON-LD, not valid JSON: {reason}")
             continue
+        nodes = _nodes_by_id(data)
         for page in _faq_pages(data):
             entities = page.get("mainEntity")
             if isinstance(entities, dict):
                 entities = [entities]
             if isinstance(entities, list) and entities:
+                entities = [_resolved(entity, nodes) for entity in entities]
                 found = True
                 items.extend(
                     _entity_items(entities, raw, first_line, len(items), display, problems)
@@ -358,6 +360,30 @@ def _types(obj: dict) -> set[str]:
                 name = name.removeprefix(prefix)
             found.add(name)
     return found
+
+
+def _nodes_by_id(data: object) -> dict[str, dict]:
+    """Every object of ``data`` that has an ``@id`` and more, by that id."""
+    nodes: dict[str, dict] = {}
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            node_id = value.get("@id")
+            if isinstance(node_id, str) and len(value) > 1:
+                nodes.setdefault(node_id, value)
+            stack.extend(value.values())
+    return nodes
+
+
+def _resolved(entity: object, nodes: dict[str, dict]) -> object:
+    """A reference (``{"@id": ...}`` alone, as Yoast SEO writes an FAQ page's questions) made
+    the object it names elsewhere in the page's graph; anything else as it is."""
+    if isinstance(entity, dict) and set(entity) == {"@id"}:
+        return nodes.get(entity["@id"], entity) if isinstance(entity["@id"], str) else entity
+    return entity
 
 
 def _faq_pages(data: object) -> list[dict]:

@@ -176,7 +176,25 @@ def parse_html(text: str) -> Node:
     builder = _TreeBuilder()
     builder.feed(text)
     builder.close()
+    _label_buttons(builder.root)
     return builder.root
+
+
+# Elements whose text names what follows: an accordion's question is often a <button> in one.
+_LABELS = frozenset("h1 h2 h3 h4 h5 h6 dt summary th".split())
+
+
+def _label_buttons(root: Node) -> None:
+    """A ``<button>`` inside a heading (a Bootstrap or WordPress accordion's question) is its
+    text, read as a ``<span>``; any other button is a control and is dropped with the rest of
+    ``NOT_CONTENT``."""
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, in_label = stack.pop()
+        if in_label and node.tag == "button":
+            node.tag = "span"
+        in_label = in_label or node.tag in _LABELS
+        stack.extend((child, in_label) for child in node.children if isinstance(child, Node))
 
 
 # ----------------------------------------------------------------------------- writing

@@ -21,7 +21,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from app.kb.store import chunked
-from app.kb.textfiles import Problems, csv_rows, read_text, yaml_error
+from app.kb.textfiles import Problems, csv_rows, display_name, read_text, yaml_error
 from app.models import EXAMPLE_ORIGINS, TIERS, Intent, TrainingExample, utcnow
 from app.vocab import LABEL_ALIASES, is_out_of_scope_category
 
@@ -114,7 +114,7 @@ def _check_name(name: object, display: str, line: int, problems: Problems) -> st
 
 
 def _definitions_in_file(path: Path, problems: Problems) -> list[IntentDefinition]:
-    display = str(path)
+    display = display_name(path)
     text = read_text(path, display, problems)
     if text is None:
         return []
@@ -200,6 +200,8 @@ def load_intent_definitions(session: Session, intents_dir: Path, *, dry_run: boo
 
 # ----------------------------------------------------------------------------- CSV
 
+SPREADSHEET_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".ods", ".numbers")
+
 
 def import_intent_csv(
     session: Session, path: Path, origin: str = "import", *, dry_run: bool = False
@@ -208,11 +210,15 @@ def import_intent_csv(
     if origin not in EXAMPLE_ORIGINS:
         raise ValueError(f"origin must be one of {EXAMPLE_ORIGINS}")
     path = Path(path)
-    display = str(path)
+    display = display_name(path)
     problems = Problems()
     examples: list[tuple[str, str]] = []
-    if not path.is_file():
+    if path.is_dir():
+        problems.add(display, 1, "is a folder; give the CSV file (columns text,category)")
+    elif not path.is_file():
         problems.add(display, 1, "no such file")
+    elif path.suffix.lower() in SPREADSHEET_SUFFIXES:
+        problems.add(display, 1, "is a spreadsheet; save it as CSV (columns text,category)")
     else:
         rows = csv_rows(
             path,

@@ -39,6 +39,7 @@ from app.kb.textfiles import (
     Problems,
     csv_rows,
     decoded_lines,
+    display_name,
     read_document,
     table_rows,
     yaml_error,
@@ -87,7 +88,7 @@ _FALLBACK_KEYS = {
     **dict.fromkeys(("articletitle", "faqquestion"), "title"),
     **dict.fromkeys(("articlebody", "articlecontent", "content", "faqanswer"), "body"),
     **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
-    **dict.fromkeys(("url", "link", "articleurl", "htmlurl"), "source"),
+    **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
 }
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -95,6 +96,8 @@ SKIPPED_NAMES = {"readme.md", "readme.markdown"}
 # QnA Maker's multi-turn columns and Language Studio's SourceDisplayName: no use here, so
 # ignored without a note.
 QNA_IGNORED = ("suggestedquestions", "iscontextonly", "prompts", "sourcedisplayname")
+# our own column names, however spelled ("QnA Id", Amazon Kendra's "_category")
+_OWN_KEYS = frozenset(TABULAR_KEYS + QNA_IGNORED)
 _OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid")
 # several columns (or JSON keys) may hold alternate questions; a row's are read together
 MERGED = ("questions",)
@@ -116,6 +119,9 @@ def column_names(header: list[str]) -> list[str | None]:
                     if (m := _NUMBERED_QUESTION.fullmatch(k))]  # fmt: skip
         if numbered:
             names[min(numbered)[1]] = "title"
+    for i, key in enumerate(keys):
+        if names[i] is None and key in _OWN_KEYS and key != header[i].strip().lower():
+            names[i] = key
     taken = {name or key for name, key in zip(names, keys, strict=True)}
     for i, key in enumerate(keys):
         fallback = _FALLBACK_KEYS.get(key)
@@ -214,11 +220,20 @@ def _object_fields(obj: object, display: str, line: int, problems: Problems) -> 
         else:
             problems.add(display, line, f"has both '{spelled[name]}' and '{key}'; keep one")
             return None
+    unknown = [spelled[k] for k in fields if k not in TABULAR_KEYS]
+    if unknown:
+        _note_once(problems, display, line, f"ignoring unknown key(s) {', '.join(unknown)}")
     fields = {k: v for k, v in fields.items() if k in TABULAR_KEYS}
     if fields.get("source") is None:
         fields["source"] = display
     apply_metadata(fields, display, line, problems)
     return SourceRow(display, line, fields, qna=qna)
+
+
+def _note_once(problems: Problems, display: str, line: int, text: str) -> None:
+    """A note for the first object of a file that has it, not for each of thousands."""
+    if not any(n.startswith(f"{display}:") and n.endswith(f": {text}") for n in problems.notes):
+        problems.note(display, line, text)
 
 
 def _merged(first: object, more: object) -> object:
@@ -253,7 +268,7 @@ def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCount
         except json.JSONDecodeError as exc:
             problems.add(display, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
-        row = _object_fields(obj, display, lineno, problems)
+        row = _object_row(obj, "object", display, lineno, problems)
         if row is not None:
             yield row
     if count == 0 and not problems.locations & {(display, 1)}:
@@ -276,10 +291,47 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
     if text[pos] != "[":
         problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
         return
-    for line, _index, obj in _list_items(text, pos, display, problems):
-        row = _object_fields(obj, display, line, problems)
+    items = _list_items(text, pos, display, problems)
+    while True:
+        try:
+            line, index, obj = next(items)
+        except StopIteration as end:
+            _nothing_after(text, end.value, display, problems)
+            return
+        row = _object_row(obj, f"[{index}]", display, line, problems)
         if row is not None:
             yield row
+
+
+def _nothing_after(text: str, end: int | None, display: str, problems: Problems) -> None:
+    """Report text after the JSON document that ends at ``end`` (two documents in one file,
+    such as two pages of an export appended to each other): it would otherwise be lost."""
+    if end is None:
+        return
+    rest = _WS.match(text, end).end()
+    if rest < len(text):
+        problems.add(
+            display,
+            _line_at(text, rest),
+            "more JSON after the end of the first document (two exports in one file?); "
+            "give each its own file, or join their lists",
+        )
+
+
+def _object_row(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """One object of a JSON list or a JSONL line, read by its shape: a Zendesk article
+    (``html_url`` or ``section_id`` beside ``title`` and ``body``: its HTML body, draft flag
+    and section as the export's), a QnA Maker item (``questions`` and ``answer``, no title),
+    else an article object with our keys."""
+    if isinstance(obj, dict):
+        keys = {str(k).casefold() for k in obj}
+        if {"title", "body"} <= keys and keys & {"html_url", "section_id"}:
+            return _zendesk_article(obj, label, display, line, problems)
+        if {"questions", "answer"} <= keys and not keys & {"title", "question"}:
+            return _qna_item(obj, label, display, line, problems)
+    return _object_fields(obj, display, line, problems)
 
 
 _JSON_SHAPES = (
@@ -347,6 +399,8 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
         return
     if walked is not None and walked[1] is None:
         problems.add(display, 1, f"expected {_JSON_SHAPES}")
+    elif walked is not None:
+        _nothing_after(text, walked[0], display, problems)
 
 
 def _only_list_of_objects(text: str) -> str | None:
@@ -361,8 +415,8 @@ def _only_list_of_objects(text: str) -> str | None:
 def _article_object(
     obj: object, label: str, display: str, line: int, problems: Problems
 ) -> SourceRow | None:
-    row = _object_fields(obj, display, line, problems)
-    if row is not None:
+    row = _object_row(obj, label, display, line, problems)
+    if row is not None and row.label is None:
         row.label = label
     return row
 
@@ -640,7 +694,7 @@ def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]
     """(file, display name) for every file to read; folders give their Markdown and HTML."""
     files: list[tuple[Path, str]] = []
     for path in paths:
-        display = str(path)
+        display = display_name(path)
         if path.is_dir():
             found = sorted(
                 p
@@ -652,7 +706,7 @@ def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]
             )
             if not found:
                 problems.add(display, 1, "folder has no Markdown (.md) or HTML (.html) files")
-            files.extend((p, str(p)) for p in found)
+            files.extend((p, display_name(p)) for p in found)
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")
         elif path.suffix.lower() not in READERS:

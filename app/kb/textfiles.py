@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -57,6 +58,13 @@ def _utf8_error(raw: bytes, exc: UnicodeDecodeError) -> str:
     )
 
 
+def display_name(path: Path) -> str:
+    """``path`` as text that can be printed and stored: a name in another encoding than
+    UTF-8 (``caf\xe9.csv`` unpacked from an old zip) shows its undecodable bytes as U+FFFD, as
+    the article's ``source`` where the file gives none."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _utf16_bom(raw: bytes) -> bool:
     return raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
 
@@ -65,9 +73,10 @@ def decoded_lines(
     path: Path, display: str, problems: Problems, on_bytes: ByteCounter = _ignore_bytes
 ) -> Iterator[str]:
     """The file's lines as text (line endings kept). Bad bytes are reported and replaced so
-    that the rest of the file is still checked."""
+    that the rest of the file is still checked. A file whose lines end in a bare CR (classic
+    Mac OS, some Excel exports) is split there."""
     with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+        for lineno, raw in enumerate(_cr_lines(fh), 1):
             on_bytes(len(raw))
             if lineno == 1:
                 if _utf16_bom(raw):
@@ -80,6 +89,21 @@ def decoded_lines(
             except UnicodeDecodeError as exc:
                 problems.add(display, lineno, _utf8_error(raw, exc))
                 yield raw.decode("utf-8", "replace")
+
+
+def _cr_lines(fh) -> Iterator[bytes]:
+    """The lines of a binary file, split at LF, or at bare CRs when its first line is all
+    there is and holds CRs that no LF follows."""
+    first = fh.readline()
+    if first.endswith(b"\n") or b"\r" not in first.rstrip(b"\r"):
+        yield first
+        yield from fh
+        return
+    parts = first.split(b"\r")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    for part in parts:
+        yield part + b"\n"
 
 
 def read_text(
@@ -150,8 +174,9 @@ def csv_rows(
     a value); so is malformed quoting, which ends the file there.
     """
     _raise_field_limit()
+    quoted = delimiter != "\t" or _tab_quotes_hold(path)
     lines = decoded_lines(path, display, problems, on_bytes)
-    records = _csv_records(lines, delimiter)
+    records = _csv_records(lines, delimiter, quoted)
     yield from table_rows(
         records,
         display,
@@ -165,8 +190,30 @@ def csv_rows(
     )
 
 
-def _csv_records(lines: Iterator[str], delimiter: str) -> Iterator[tuple[int, list[str]]]:
-    reader = csv.reader(lines, delimiter=delimiter, strict=True)
+def _tab_quotes_hold(path: Path) -> bool:
+    """Whether a tab-separated file reads as quoted (a value in double quotes may hold line
+    breaks, as spreadsheets write one). Tools that write QnA TSVs join the values with tabs
+    and quote nothing, so an answer that starts with a quote (``"Pro" is our paid plan``)
+    breaks quoted reading, or silently runs on into the next rows; a file whose quoted reading
+    fails, or gives a value holding a tab, is read with quotes as plain characters."""
+    with open(path, "rb") as fh:
+        text = fh.read().decode("utf-8", "replace")
+    if '"' not in text:
+        return True
+    reader = csv.reader(io.StringIO(text.replace("\r\n", "\n")), delimiter="\t", strict=True)
+    try:
+        return not any("\t" in cell for row in reader for cell in row)
+    except csv.Error:
+        return False
+
+
+def _csv_records(
+    lines: Iterator[str], delimiter: str, quoted: bool = True
+) -> Iterator[tuple[int, list[str]]]:
+    if quoted:
+        reader = csv.reader(lines, delimiter=delimiter, strict=True)
+    else:
+        reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE)
     start = 1
     while True:
         try:
@@ -221,13 +268,16 @@ def table_rows(
     ``merged`` may head several columns (``Alternate question 1``, ``Alternate question 2``):
     a row's non-blank cells under it are joined by line breaks, in column order. When
     ``headerless`` names the columns of the first record, that record is data, and a note says
-    so. Blank records are skipped; one with a value beyond the header's last column is an error.
+    so. Blank records are skipped, also above the header; one with a value beyond the header's
+    last column is an error (empty cells there are not).
     """
     aliases = aliases or {}
     records = iter(records)
     reported = len(problems.messages)
     try:
         first = next(records, None)
+        while first is not None and not any(cell.strip() for cell in first[1]):
+            first = next(records, None)  # blank lines above the header
     except UnreadableRecord as exc:
         problems.add(display, exc.line, exc.reason)
         return
@@ -267,7 +317,7 @@ def table_rows(
         if not any(cell.strip() for cell in row):
             continue
         count += 1
-        if len(row) > len(header):
+        if any(cell.strip() for cell in row[len(header) :]):
             problems.add(display, line, _too_many_fields(row, header, delimiter))
             continue
         values: dict[str, str] = {}

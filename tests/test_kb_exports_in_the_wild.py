@@ -1,0 +1,227 @@
+"""Files as content owners have them, not as a format's specification writes them: TSVs whose
+values start with a quote, trailing empty cells, blank lines above the header, classic Mac line
+endings, a file name in another encoding, two JSON documents in one file, Zendesk articles
+outside their export object, QnA items in a bare list, Kendra's CSV header, Yoast SEO's FAQ
+JSON-LD and Bootstrap accordions. Real files and the real importer."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from fixtures_kb import articles, rejected, run_import
+
+from app.cli import main
+
+# ----------------------------------------------------------------------------- delimited files
+
+
+def test_a_tsv_answer_starting_with_a_quote_neither_fails_nor_swallows_rows(db_url, write_kb_file):
+    # Tools that write QnA TSVs join values with tabs and quote nothing.
+    path = write_kb_file(
+        "qna.tsv",
+        "Question\tAnswer\n"
+        'What is "Pro"?\t"Pro" is our paid plan.\n'
+        'Can I pay yearly?\t"Yearly" saves 10%, see\n'
+        'Is there a free plan?\tYes, up to 3 users."\n',
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (3, [])
+    bodies = {a.title: a.body for a in articles(db_url).values()}
+    assert bodies == {
+        'What is "Pro"?': '"Pro" is our paid plan.',
+        "Can I pay yearly?": '"Yearly" saves 10%, see',
+        "Is there a free plan?": 'Yes, up to 3 users."',
+    }
+
+
+def test_a_spreadsheet_s_quoted_tsv_keeps_its_line_breaks(db_url, write_kb_file):
+    path = write_kb_file(
+        "excel.tsv",
+        'Question\tAnswer\nHow do I pay?\t"By card.\nOr by ""transfer""."\nWhat is Pro?\tPaid.\n',
+    )
+    run_import(db_url, [path])
+    bodies = {a.title: a.body for a in articles(db_url).values()}
+    assert bodies == {"How do I pay?": 'By card.\nOr by "transfer".', "What is Pro?": "Paid."}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "title,body,,\nHow do I pay?,By card.,,\nWhat is Pro?,Paid.,\n",  # empty cells
+        "\n\n,,\ntitle,body\nHow do I pay?,By card.\nWhat is Pro?,Paid.\n",  # blank lines above
+        'title,body\rHow do I pay?,By card.\rWhat is Pro?,"Paid,\rmonthly."\r',  # CR only
+    ],
+    ids=["trailing-empty-cells", "blank-lines-above-the-header", "classic-mac-line-endings"],
+)
+def test_harmless_csv_quirks_import(db_url, write_kb_file, content):
+    path = write_kb_file("faq.csv", content)
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (2, [])
+    titles = sorted(a.title for a in articles(db_url).values())
+    assert titles == ["How do I pay?", "What is Pro?"]
+
+
+def test_a_value_beyond_the_header_is_still_an_error(db_url, write_kb_file):
+    path = write_kb_file("faq.csv", "title,body\nHow do I pay?,By card.,extra\n")
+    assert rejected(db_url, [path]) == [
+        f"{path}:2: 3 fields but the header has 2 (an unquoted ',' or quote inside a value?)"
+    ]
+
+
+def test_kendra_csv_header_names_its_columns_with_underscores(db_url, write_kb_file):
+    path = write_kb_file(
+        "kendra.csv",
+        "_question,_answer,_source_uri,_category\nHow do I pay?,By card.,https://x/pay,billing\n",
+    )
+    report = run_import(db_url, [path])
+    assert report.notes == []
+    (article,) = articles(db_url).values()
+    assert (article.title, article.body, article.source, article.category) == (
+        "How do I pay?",
+        "By card.",
+        "https://x/pay",
+        "billing",
+    )
+
+
+def test_a_file_name_in_another_encoding_imports(db_url, tmp_path):
+    folder = tmp_path / "unzipped"
+    folder.mkdir()
+    name = os.fsdecode(b"faq_caf\xe9.csv")  # Latin-1 bytes from an old zip
+    path = folder / name
+    path.write_text("title,body\nHow do I pay?,By card.\n", encoding="utf-8")
+    report = run_import(db_url, [folder / name])
+    assert report.created == 1
+    (article,) = articles(db_url).values()
+    assert article.source == f"{folder}/faq_caf\ufffd.csv"
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def test_two_json_documents_in_one_file_are_an_error_not_half_an_import(db_url, write_kb_file):
+    page = {"articles": [{"title": "How do I pay?", "body": "<p>By card.</p>"}]}
+    path = write_kb_file("zendesk.json", json.dumps(page) + "\n" + json.dumps(page) + "\n")
+    assert rejected(db_url, [path]) == [
+        f"{path}:2: more JSON after the end of the first document (two exports in one file?); "
+        "give each its own file, or join their lists"
+    ]
+    lists = write_kb_file("lists.json", '[{"title": "A", "body": "a"}]\n[{"title": "B"}]\n')
+    assert rejected(db_url, [lists])[0].startswith(f"{lists}:2: more JSON after")
+
+
+ZENDESK_ARTICLE = {
+    "id": 42,
+    "html_url": "https://help.example/hc/articles/42",
+    "title": "Reset your password",
+    "body": "<p>Open <b>Settings</b>.</p><script>x()</script>",
+    "section_id": 360001,
+    "label_names": ["account"],
+    "draft": True,
+}
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_zendesk_articles_outside_their_export_object_are_read_as_zendesk_s(
+    db_url, write_kb_file, suffix
+):
+    content = (
+        json.dumps([ZENDESK_ARTICLE]) if suffix == ".json" else json.dumps(ZENDESK_ARTICLE) + "\n"
+    )
+    path = write_kb_file(f"articles{suffix}", content)
+    report = run_import(db_url, [path])
+    assert report.created == 1
+    (article,) = articles(db_url).values()
+    assert article.published is False  # draft
+    assert article.category == "section-360001"
+    assert article.source == "https://help.example/hc/articles/42"
+    assert article.tags == ["account"]
+    assert "x()" not in article.body and "Settings" in article.body
+
+
+def test_qna_items_in_a_bare_list_use_their_first_question_as_title(db_url, write_kb_file):
+    items = [{"id": 1, "answer": "Card.", "questions": ["How to pay?", "Pay how?"]}]
+    path = write_kb_file("qna.json", json.dumps(items))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert (article.title, article.questions, article.body) == (
+        "How to pay?",
+        ["Pay how?"],
+        "Card.",
+    )
+
+
+def test_unknown_json_keys_are_noted_once_per_file(db_url, write_kb_file):
+    objects = [{"title": f"T{i}", "body": "b", "catgory": "x"} for i in range(3)]
+    path = write_kb_file("typo.json", json.dumps(objects, indent=1))
+    report = run_import(db_url, [path])
+    assert report.notes == [f"{path}:2: ignoring unknown key(s) catgory"]
+
+
+# ----------------------------------------------------------------------------- FAQ pages
+
+YOAST = """<!doctype html><html><head><title>FAQ</title>
+<script type="application/ld+json">{"@context": "https://schema.org", "@graph": [
+ {"@type": ["WebPage", "FAQPage"], "@id": "https://x/faq/",
+  "mainEntity": [{"@id": "https://x/faq/#q1"}, {"@id": "https://x/faq/#q2"},
+                 {"@id": "https://x/faq/#q3"}]},
+ {"@type": "Question", "@id": "https://x/faq/#q1", "name": "How do I pay?",
+  "acceptedAnswer": {"@type": "Answer", "text": "By card."}},
+ {"@type": "Question", "@id": "https://x/faq/#q2", "name": "Do you ship abroad?",
+  "acceptedAnswer": {"@type": "Answer", "text": "EU only."}},
+ {"@type": "Question", "@id": "https://x/faq/#q3", "name": "Can I return it?",
+  "acceptedAnswer": {"@type": "Answer", "text": "Within 30 days."}}]}</script>
+</head><body><main><p>FAQ</p></main></body></html>
+"""
+
+BOOTSTRAP = """<!doctype html><html><head><title>FAQ</title></head><body><main>
+<form><button type="submit">Subscribe</button></form>
+<div class="accordion">
+ <div class="accordion-item">
+  <h2 class="accordion-header" id="q1"><button class="accordion-button">How do I pay?</button></h2>
+  <div class="accordion-collapse"><div class="accordion-body">By card.</div></div>
+ </div>
+ <div class="accordion-item">
+  <h2 class="accordion-header" id="q2"><button class="accordion-button">Do you ship abroad?</button>
+  </h2>
+  <div class="accordion-collapse"><div class="accordion-body">EU only.</div></div>
+ </div>
+ <div class="accordion-item">
+  <h2 class="accordion-header" id="q3"><button class="accordion-button">Can I return it?</button></h2>
+  <div class="accordion-collapse"><div class="accordion-body">Within 30 days.</div></div>
+ </div>
+</div></main></body></html>
+"""
+
+
+@pytest.mark.parametrize("page", [YOAST, BOOTSTRAP], ids=["yoast-json-ld", "bootstrap-accordion"])
+def test_faq_pages_as_wordpress_and_bootstrap_write_them(db_url, write_kb_file, page):
+    path = write_kb_file("faq.html", page)
+    report = run_import(db_url, [path])
+    assert report.created == 3
+    bodies = {a.title: a.body for a in articles(db_url).values()}
+    assert bodies == {
+        "How do I pay?": "<p>By card.</p>",
+        "Do you ship abroad?": "<p>EU only.</p>",
+        "Can I return it?": "<p>Within 30 days.</p>",
+    }
+    assert all("Subscribe" not in body for body in bodies.values())
+
+
+# ----------------------------------------------------------------------------- intents
+
+
+def test_intents_import_names_what_it_cannot_read(runner, db_url, tmp_path):
+    folder = tmp_path / "intents.csv"
+    folder.mkdir()
+    sheet = tmp_path / "intents.xlsx"
+    sheet.write_bytes(b"PK\x03\x04")
+    for path, reason in (
+        (folder, "is a folder; give the CSV file (columns text,category)"),
+        (sheet, "is a spreadsheet; save it as CSV (columns text,category)"),
+    ):
+        result = runner.invoke(main, ["intents", "import", str(path)])
+        assert result.exit_code == 1
+        assert result.stderr.splitlines()[0] == f"{path}:1: {reason}"
