@@ -225,3 +225,33 @@ def test_intents_import_names_what_it_cannot_read(runner, db_url, tmp_path):
         result = runner.invoke(main, ["intents", "import", str(path)])
         assert result.exit_code == 1
         assert result.stderr.splitlines()[0] == f"{path}:1: {reason}"
+
+
+def test_intent_labels_exported_as_numbers_are_noted(runner, db_url, tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\nhi there,0\nwhat is my balance,1\n", encoding="utf-8")
+    result = runner.invoke(main, ["intents", "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"{path}:1: every category is a number" in result.output
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "How do I pay?\n=============\n\nBy card.\n",  # a setext heading
+        '+++\ntitle = "How do I pay?"\ncategory = "billing"\n+++\nBy card.\n',  # Hugo's TOML
+    ],
+    ids=["setext-heading", "toml-front-matter"],
+)
+def test_markdown_titles_as_other_tools_write_them(db_url, write_kb_file, content):
+    path = write_kb_file("pay.md", content)
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert (article.title, article.body.strip()) == ("How do I pay?", "By card.")
+    assert article.category == ("billing" if content.startswith("+++") else None)
+
+
+def test_broken_toml_front_matter_is_named(db_url, write_kb_file):
+    path = write_kb_file("pay.md", '+++\ntitle = "How do I pay?\n+++\nBy card.\n')
+    (problem,) = rejected(db_url, [path])
+    assert problem.startswith(f"{path}:1: invalid TOML front matter:")

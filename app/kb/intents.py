@@ -242,6 +242,14 @@ def import_intent_csv(
                 f"{count} row(s) of category {category!r} are out-of-scope queries, not an "
                 f"intent: training holds them out as questions the bot must escalate",
             )
+        if len(examples) > 1 and all(category.isdigit() for _, category in examples):
+            problems.note(
+                display,
+                1,
+                "every category is a number (a data set exported with label ids?): each "
+                "becomes an intent named by its number, none is taken as out of scope; "
+                "write the label names instead",
+            )
     report = IntentReport(dry_run=dry_run, notes=problems.notes)
     if problems:
         report.problems = problems.messages

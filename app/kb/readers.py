@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
@@ -609,6 +610,8 @@ def _line_at(text: str, pos: int) -> int:
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)(?:\n)?^(?:---|\.\.\.)[ \t]*$\n?", re.S | re.M)
 _H1 = re.compile(r"\A\s*#[ \t]+(.+?)[ \t#]*(?:\n|\Z)")
+_SETEXT_H1 = re.compile(r"\A\s*([^\s].*?)[ \t]*\n=+[ \t]*(?:\n|\Z)")  # Title, then ===
+_TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n(.*?)^\+\+\+[ \t]*$\n?", re.S | re.M)
 
 
 def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
@@ -617,7 +620,18 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         return
     meta: object = {}
     body = text
-    if text.startswith("---"):
+    if text.startswith("+++"):  # Hugo's TOML front matter
+        match = _TOML_FRONT_MATTER.match(text)
+        if match is None:
+            problems.add(display, 1, "front matter opened with '+++' is never closed")
+            return
+        body = text[match.end() :]
+        try:
+            meta = tomllib.loads(match.group(1))
+        except tomllib.TOMLDecodeError as exc:
+            problems.add(display, 1, f"invalid TOML front matter: {exc}")
+            return
+    elif text.startswith("---"):
         match = _FRONT_MATTER.match(text)
         if match is None:
             problems.add(display, 1, "front matter opened with '---' is never closed")
@@ -639,7 +653,7 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         yield from rows
         return
     if "title" not in fields:
-        heading = _H1.match(body)
+        heading = _H1.match(body) or _SETEXT_H1.match(body)
         if heading:
             fields["title"] = heading.group(1)
             body = body[heading.end() :]
