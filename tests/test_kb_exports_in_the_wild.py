@@ -255,3 +255,15 @@ def test_broken_toml_front_matter_is_named(db_url, write_kb_file):
     path = write_kb_file("pay.md", '+++\ntitle = "How do I pay?\n+++\nBy card.\n')
     (problem,) = rejected(db_url, [path])
     assert problem.startswith(f"{path}:1: invalid TOML front matter:")
+
+
+def test_qna_tsv_answers_get_their_escaped_line_breaks_back(db_url, write_kb_file):
+    path = write_kb_file(
+        "qna.tsv",
+        "Question\tAnswer\tSource\tMetadata\n"
+        "How do I pay?\t**By card.**\\n\\nOr by transfer.\tEditorial\t\n",
+    )
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert article.body == "**By card.**\n\nOr by transfer."
+    assert "<strong>By card.</strong></p>\n<p>Or by transfer." in article.body_html

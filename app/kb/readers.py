@@ -183,7 +183,16 @@ def read_qna_tsv(path: Path, display: str, problems: Problems, on_bytes: ByteCou
     options = {"delimiter": "\t", "required": ("question", "answer"), "known": known,
                "merged": MERGED}  # fmt: skip
     rows = csv_rows(path, display, problems, aliases=column_names, on_bytes=on_bytes, **options)
-    return _tabular(rows, display, problems)
+    return _tabular(map(_escaped_line_breaks, rows), display, problems)
+
+
+def _escaped_line_breaks(row: CsvRow) -> CsvRow:
+    """A TSV cannot hold a line break in a value unquoted, so QnA Maker writes the Markdown
+    answer's as ``\\n``: an answer without real line breaks gets them back."""
+    body = row.values.get("body")
+    if body and "\\n" in body and "\n" not in body:
+        row.values["body"] = body.replace("\\r\\n", "\n").replace("\\n", "\n")
+    return row
 
 
 def _sheet_required(header: list[str]) -> tuple[str, ...]:
