@@ -267,3 +267,41 @@ def test_qna_tsv_answers_get_their_escaped_line_breaks_back(db_url, write_kb_fil
     (article,) = articles(db_url).values()
     assert article.body == "**By card.**\n\nOr by transfer."
     assert "<strong>By card.</strong></p>\n<p>Or by transfer." in article.body_html
+
+
+# ----------------------------------------------------------------------------- drafts
+
+
+def test_help_desk_status_and_draft_flags_keep_drafts_unpublished(db_url, write_kb_file):
+    csv_path = write_kb_file(
+        "export.csv",
+        "title,body,status\nLive one,a,Published\nDraft one,b,draft\nOld one,c,Archived\n",
+    )
+    json_path = write_kb_file(
+        "export.json",
+        json.dumps(
+            [
+                {"title": "Json draft", "body": "d", "draft": True},
+                {"title": "Json live", "body": "e", "draft": "false"},
+            ]
+        ),  # fmt: skip
+    )
+    md_path = write_kb_file("hugo.md", "---\ntitle: Hugo draft\ndraft: true\n---\nf\n")
+    report = run_import(db_url, [csv_path, json_path, md_path])
+    assert report.notes == []
+    published = {a.title: a.published for a in articles(db_url).values()}
+    assert published == {
+        "Live one": True,
+        "Draft one": False,
+        "Old one": False,
+        "Json draft": False,
+        "Json live": True,
+        "Hugo draft": False,
+    }
+
+
+def test_an_unknown_status_is_named(db_url, write_kb_file):
+    path = write_kb_file("export.csv", "title,body,status\nA,a,pending review\n")
+    assert rejected(db_url, [path]) == [
+        f"{path}:2: published must be true or false, not 'pending review'"
+    ]

@@ -51,7 +51,9 @@ __all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
 
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
 QNA_KEYS = ("metadata", "qnaid")
-TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS
+FRONT_MATTER_KEYS = (*ARTICLE_KEYS, "draft")  # Hugo and Jekyll write ``draft: true``
+# ``draft``: the opposite of ``published`` where there is no ``published`` (records.py)
+TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS + ("draft",)
 ALIASES = {
     "question": "title",
     "answer": "body",
@@ -84,13 +86,15 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # Other help desks' names, read as ours only where the file has no column of that name already
 # (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
 # HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", Zendesk's "html_url" and
-# "label_names", and plain "content", "url", "link", "section", "topic".
+# "label_names", and plain "content", "url", "link", "section", "topic", "status" (published,
+# draft, archived...).
 _FALLBACK_KEYS = {
     **dict.fromkeys(("articletitle", "faqquestion"), "title"),
     **dict.fromkeys(("articlebody", "articlecontent", "content", "faqanswer"), "body"),
     **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
+    **dict.fromkeys(("status",), "published"),
 }
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
@@ -99,7 +103,7 @@ SKIPPED_NAMES = {"readme.md", "readme.markdown"}
 QNA_IGNORED = ("suggestedquestions", "iscontextonly", "prompts", "sourcedisplayname")
 # our own column names, however spelled ("QnA Id", Amazon Kendra's "_category")
 _OWN_KEYS = frozenset(TABULAR_KEYS + QNA_IGNORED)
-_OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid")
+_OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid", "draft")
 # several columns (or JSON keys) may hold alternate questions; a row's are read together
 MERGED = ("questions",)
 
@@ -655,7 +659,7 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         if not isinstance(meta, dict):
             problems.add(display, 2, "front matter must be key: value pairs")
             return
-    fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in ARTICLE_KEYS}
+    fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in FRONT_MATTER_KEYS}
     first_line = 1 + text.count("\n", 0, len(text) - len(body))
     rows = markdown_faq_rows(body, first_line, fields, display, problems)
     if rows is not None:

@@ -32,8 +32,10 @@ MAX_QUESTIONS = 1_000  # a shipped chit-chat export lists up to 400 questions un
 RENDER_VERSION = 1
 
 LIST_SEPARATOR = "|"
-_TRUE = {"1", "true", "yes", "y", "on", "published"}
-_FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished"}
+_TRUE = {"1", "true", "yes", "y", "on", "published", "live", "public", "active"}
+# help desks' article states ("status" is read as ``published``) included
+_FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished", "archived", "hidden", "private",
+          "inactive"}  # fmt: skip
 
 
 class InvalidArticle(ValueError):
@@ -151,7 +153,7 @@ def _as_list(value: object, name: str, reasons: list[str]) -> list[str]:
     return []
 
 
-def _as_bool(value: object, reasons: list[str]) -> bool:
+def _as_bool(value: object, reasons: list[str], name: str = "published") -> bool:
     if value is None or value == "":
         return True
     if isinstance(value, bool):
@@ -161,8 +163,16 @@ def _as_bool(value: object, reasons: list[str]) -> bool:
         return True
     if text in _FALSE:
         return False
-    reasons.append(f"published must be true or false, not {value!r}")
+    reasons.append(f"{name} must be true or false, not {value!r}")
     return True
+
+
+def _published(fields: Mapping[str, object], reasons: list[str]) -> bool:
+    """``published``, else the opposite of ``draft`` (a Zendesk-style flag), else true."""
+    draft = fields.get("draft")
+    if fields.get("published") in (None, "") and draft not in (None, ""):
+        return not _as_bool(draft, reasons, "draft")
+    return _as_bool(fields.get("published"), reasons)
 
 
 def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
@@ -176,7 +186,7 @@ def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
         tags=tuple(_as_list(fields.get("tags"), "tags", reasons)),
         questions=tuple(_as_list(fields.get("questions"), "questions", reasons)),
         source=_as_text(fields.get("source"), "source", reasons),
-        published=_as_bool(fields.get("published"), reasons),
+        published=_published(fields, reasons),
     )
     if reasons:
         raise InvalidArticle(reasons)
