@@ -57,8 +57,9 @@ def iban_ok(iban: str) -> bool:
 
 # -- detectors --------------------------------------------------------------------------------
 
-# A run of digits with single spaces or dashes between them; not part of a longer number.
-_CARD_RE = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w])")
+# A run of digits with single spaces or dashes between them; not part of a longer number or of
+# a dashed identifier that goes on with letters (a model version 20261205-090610-c9608824).
+_CARD_RE = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w]|-\w)")
 # Country, check digits, then groups of four (the last one shorter) or one unbroken run.
 _IBAN_RE = re.compile(
     r"(?<![\w])[A-Za-z]{2}\d{2}(?:(?: [A-Za-z0-9]{4}){2,7}(?: [A-Za-z0-9]{1,4})?|[A-Za-z0-9]{11,30})(?![\w])"
