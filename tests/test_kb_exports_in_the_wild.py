@@ -300,8 +300,11 @@ def test_help_desk_status_and_draft_flags_keep_drafts_unpublished(db_url, write_
     }
 
 
-def test_an_unknown_status_is_named(db_url, write_kb_file):
-    path = write_kb_file("export.csv", "title,body,status\nA,a,pending review\n")
+@pytest.mark.parametrize("status", ["pending review", "2"])
+def test_a_status_that_is_no_article_state_is_named(db_url, write_kb_file, status):
+    # Freshdesk numbers its states (1 draft, 2 published): a number is not guessed at.
+    path = write_kb_file("export.csv", f"title,body,status\nA,a,{status}\n")
     assert rejected(db_url, [path]) == [
-        f"{path}:2: published must be true or false, not 'pending review'"
+        f"{path}:2: status {status!r} is not an article state (published, live, draft, "
+        "archived, hidden...); give a published column of true or false"
     ]

@@ -51,9 +51,9 @@ __all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
 
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
 QNA_KEYS = ("metadata", "qnaid")
-FRONT_MATTER_KEYS = (*ARTICLE_KEYS, "draft")  # Hugo and Jekyll write ``draft: true``
-# ``draft``: the opposite of ``published`` where there is no ``published`` (records.py)
-TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS + ("draft",)
+FRONT_MATTER_KEYS = (*ARTICLE_KEYS, "status", "draft")  # Hugo and Jekyll write ``draft: true``
+# where there is no ``published``: an article state (``status``) or a ``draft`` flag (records.py)
+TABULAR_KEYS = ARTICLE_KEYS + QNA_KEYS + ("status", "draft")
 ALIASES = {
     "question": "title",
     "answer": "body",
@@ -86,15 +86,13 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # Other help desks' names, read as ours only where the file has no column of that name already
 # (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
 # HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", Zendesk's "html_url" and
-# "label_names", and plain "content", "url", "link", "section", "topic", "status" (published,
-# draft, archived...).
+# "label_names", and plain "content", "url", "link", "section", "topic".
 _FALLBACK_KEYS = {
     **dict.fromkeys(("articletitle", "faqquestion"), "title"),
     **dict.fromkeys(("articlebody", "articlecontent", "content", "faqanswer"), "body"),
     **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
-    **dict.fromkeys(("status",), "published"),
 }
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}
@@ -103,7 +101,7 @@ SKIPPED_NAMES = {"readme.md", "readme.markdown"}
 QNA_IGNORED = ("suggestedquestions", "iscontextonly", "prompts", "sourcedisplayname")
 # our own column names, however spelled ("QnA Id", Amazon Kendra's "_category")
 _OWN_KEYS = frozenset(TABULAR_KEYS + QNA_IGNORED)
-_OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid", "draft")
+_OPTIONAL = ("slug", "category", "source", "published", "metadata", "qnaid", "status", "draft")
 # several columns (or JSON keys) may hold alternate questions; a row's are read together
 MERGED = ("questions",)
 

@@ -33,7 +33,7 @@ RENDER_VERSION = 1
 
 LIST_SEPARATOR = "|"
 _TRUE = {"1", "true", "yes", "y", "on", "published", "live", "public", "active"}
-# help desks' article states ("status" is read as ``published``) included
+# help desks' article states (a ``status`` column) included
 _FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished", "archived", "hidden", "private",
           "inactive"}  # fmt: skip
 
@@ -168,11 +168,21 @@ def _as_bool(value: object, reasons: list[str], name: str = "published") -> bool
 
 
 def _published(fields: Mapping[str, object], reasons: list[str]) -> bool:
-    """``published``, else the opposite of ``draft`` (a Zendesk-style flag), else true."""
-    draft = fields.get("draft")
-    if fields.get("published") in (None, "") and draft not in (None, ""):
+    """``published``, else an article state (``status``: published, draft, archived...), else
+    the opposite of ``draft`` (a Zendesk or Hugo flag), else true."""
+    published, status, draft = (fields.get(k) for k in ("published", "status", "draft"))
+    if published in (None, "") and status not in (None, ""):
+        text = str(status).strip().lower()
+        if isinstance(status, bool) or text not in _TRUE | _FALSE or text.isdigit():
+            reasons.append(
+                f"status {status!r} is not an article state (published, live, draft, archived, "
+                "hidden...); give a published column of true or false"
+            )
+            return True
+        return text in _TRUE
+    if published in (None, "") and draft not in (None, ""):
         return not _as_bool(draft, reasons, "draft")
-    return _as_bool(fields.get("published"), reasons)
+    return _as_bool(published, reasons)
 
 
 def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
