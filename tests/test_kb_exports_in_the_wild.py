@@ -86,6 +86,14 @@ def test_kendra_csv_header_names_its_columns_with_underscores(db_url, write_kb_f
     )
 
 
+def test_description_is_the_body_where_there_is_no_body_column(db_url, write_kb_file):
+    path = write_kb_file("faq.csv", "title,description\nHow do I pay?,By card.\n")
+    report = run_import(db_url, [path])
+    assert report.notes == []
+    (article,) = articles(db_url).values()
+    assert article.body == "By card."
+
+
 def test_a_file_name_in_another_encoding_imports(db_url, tmp_path):
     folder = tmp_path / "unzipped"
     folder.mkdir()

@@ -89,7 +89,9 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # "label_names", and plain "content", "url", "link", "section", "topic".
 _FALLBACK_KEYS = {
     **dict.fromkeys(("articletitle", "faqquestion"), "title"),
-    **dict.fromkeys(("articlebody", "articlecontent", "content", "faqanswer"), "body"),
+    **dict.fromkeys(
+        ("articlebody", "articlecontent", "content", "faqanswer", "description"), "body"
+    ),
     **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
