@@ -161,6 +161,43 @@ def test_qna_items_in_a_bare_list_use_their_first_question_as_title(db_url, writ
     )
 
 
+def test_a_qnabot_on_aws_export_gives_one_article_per_item(db_url, write_kb_file):
+    export = {
+        "qna": [
+            {
+                "qid": "Billing.001",
+                "type": "qna",
+                "q": ["How do I pay?", "What payment methods do you take?"],
+                "a": "By card.",
+                "alt": {"markdown": "By **card**.", "ssml": "<speak>By card.</speak>"},
+                "t": "billing",
+                "r": {"title": "", "imageUrl": ""},
+            },
+            {"qid": "Ship.001", "q": ["Do you ship abroad?"], "a": "EU only."},
+            {"qid": "Empty.001", "q": [], "a": "Nothing asks this."},
+        ]
+    }
+    text = json.dumps(export, indent=2)
+    path = write_kb_file("qnabot.json", text)
+    # the item's line is that of its opening brace, the one before its first key
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "Empty.001" in row) - 1
+    assert rejected(db_url, [path]) == [
+        f"{path}:{line}: qna[2] (qid Empty.001): has no questions ('q')"
+    ]
+    export["qna"].pop()
+    path.write_text(json.dumps(export, indent=2), encoding="utf-8")
+    report = run_import(db_url, [path])
+    assert (report.created, report.notes) == (2, [])
+    stored = {a.title: a for a in articles(db_url).values()}
+    pay = stored["How do I pay?"]
+    assert (pay.body, pay.questions, pay.category) == (
+        "By **card**.",
+        ["What payment methods do you take?"],
+        "billing",
+    )
+    assert stored["Do you ship abroad?"].body == "EU only."
+
+
 def test_unknown_json_keys_are_noted_once_per_file(db_url, write_kb_file):
     objects = [{"title": f"T{i}", "body": "b", "catgory": "x"} for i in range(3)]
     path = write_kb_file("typo.json", json.dumps(objects, indent=1))

@@ -190,7 +190,7 @@ def test_zendesk_errors_name_the_article_and_reject_everything(db_url, write_kb_
     [
         ('{"count": 0}', "1: expected a JSON list of article objects ('[' ...) or an export: "
          "an object with 'articles' (Zendesk), 'qnaDocuments' (QnA Maker), 'assets' "
-         "(question answering) or 'FaqDocuments' (Amazon Kendra)"),
+         "(question answering), 'FaqDocuments' (Amazon Kendra) or 'qna' (QnABot on AWS)"),
         ('{\n  "articles": {"id": 1}\n}', "2: 'articles' must be a list"),
         ('{"articles": []}', "1: the list is empty"),
         ('{"articles": [\n  "text"\n]}', "2: articles[0]: expected an object, found str"),

@@ -350,8 +350,8 @@ def _object_row(
 
 _JSON_SHAPES = (
     "a JSON list of article objects ('[' ...) or an export: an object with 'articles' "
-    "(Zendesk), 'qnaDocuments' (QnA Maker), 'assets' (question answering) or 'FaqDocuments' "
-    "(Amazon Kendra)"
+    "(Zendesk), 'qnaDocuments' (QnA Maker), 'assets' (question answering), 'FaqDocuments' "
+    "(Amazon Kendra) or 'qna' (QnABot on AWS)"
 )
 
 
@@ -397,9 +397,9 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
     """The records of an export object, found by the key that holds them (any case):
     ``articles`` (a Zendesk Help Center export, ``GET /api/v2/help_center/articles``),
     ``qnaDocuments`` (QnA Maker's "Download knowledgebase"), ``assets`` with ``qnas`` (an
-    Azure AI Language question answering project export) or ``FaqDocuments`` (an Amazon Kendra
-    FAQ in its JSON format). Other members (``count``, ``next_page``, ``metadata``,
-    ``synonyms``...) are skipped. An object with none of those keys but one list of objects
+    Azure AI Language question answering project export), ``FaqDocuments`` (an Amazon Kendra
+    FAQ in its JSON format) or ``qna`` (a QnABot on AWS export). Other members (``count``,
+    ``next_page``, ``metadata``, ``synonyms``...) are skipped. An object with none of those keys but one list of objects
     (``{"faqs": [...]}``) is read as a list of article objects, with a note."""
     try:
         walked = yield from _members(text, pos, display, problems, _EXPORTS)
@@ -607,11 +607,42 @@ def _kendra_faq(
     return SourceRow(display, line, fields, label=label, qna=True)
 
 
+def _qnabot_item(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """An item of a QnABot on AWS export (``qna`` list): ``q`` its questions (the first is the
+    title), ``a`` the answer, or ``alt.markdown`` where the item has one, ``t`` (topic) the
+    category; ``qid`` names it in messages. Response cards, SSML and the rest are not stored."""
+    if not isinstance(obj, dict):
+        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+        return None
+    if obj.get("qid") is not None:
+        label = f"{label} (qid {obj['qid']})"
+    questions = obj.get("q")
+    if isinstance(questions, str):
+        questions = [questions]
+    if not isinstance(questions, list) or not questions:
+        problems.add(display, line, f"{label}: has no questions ('q')")
+        return None
+    alt = obj.get("alt")
+    markdown = alt.get("markdown") if isinstance(alt, dict) else None
+    answer = markdown if isinstance(markdown, str) and markdown.strip() else obj.get("a")
+    fields: dict[str, object] = {
+        "title": questions[0],
+        "body": answer,
+        "questions": questions[1:],
+        "category": obj.get("t") or None,
+        "source": display,
+    }
+    return SourceRow(display, line, fields, label=label, qna=True)
+
+
 _EXPORTS: dict[str, _Handler] = {
     "articles": _records(_zendesk_article),
     "qnadocuments": _records(_qna_item),
     "assets": _assets,
     "faqdocuments": _records(_kendra_faq),
+    "qna": _records(_qnabot_item),
 }
 
 
