@@ -353,3 +353,15 @@ def test_a_status_that_is_no_article_state_is_named(db_url, write_kb_file, statu
         f"{path}:2: status {status!r} is not an article state (published, live, draft, "
         "archived, hidden...); give a published column of true or false"
     ]
+
+
+def test_comma_separated_tags_are_several_tags(db_url, write_kb_file):
+    csv_path = write_kb_file(
+        "faq.csv", 'title,body,tags\nHow do I pay?,By card.,"billing, cards"\n'
+    )
+    md_path = write_kb_file(
+        "ship.md", "---\ntitle: Do you ship?\ntags: shipping, abroad\n---\nEU.\n"
+    )
+    run_import(db_url, [csv_path, md_path])
+    tags = {a.title: a.tags for a in articles(db_url).values()}
+    assert tags == {"How do I pay?": ["billing", "cards"], "Do you ship?": ["shipping", "abroad"]}

@@ -137,10 +137,13 @@ def _literal_list(text: str) -> list[str] | None:
 
 
 def _as_list(value: object, name: str, reasons: list[str]) -> list[str]:
-    """A list of strings from a list, or from one ``|``-separated (or line-separated) string."""
+    """A list of strings from a list, or from one ``|``-separated (or line-separated) string;
+    tags may also be comma-separated."""
     if value is None:
         return []
     if isinstance(value, str):
+        if name == "tags" and "," in value and not any(sep in value for sep in "|;\n\r["):
+            return value.split(",")  # "billing, cards": tags are words, never hold a comma
         return split_list(value)
     if isinstance(value, list | tuple):
         items = []
