@@ -998,3 +998,19 @@ def test_other_help_desks_column_names_where_ours_are_absent(db_url, tmp_path):
     assert stored["where-is-the-bin"].source == "kb/bin.md"
     assert f"{both}:1: ignoring unknown column(s) url" in report.notes
     assert f"{hubspot}:1: ignoring unknown column(s) Article subtitle" in report.notes
+
+
+def test_rows_of_one_qnaid_with_other_metadata_are_warned_of(db_url, write_kb_file):
+    path = write_kb_file(
+        "qna.tsv",
+        "Question\tAnswer\tMetadata\tQnaId\n"
+        "How to pay?\tCard.\tcategory:billing\t1\n"
+        "Pay how?\tCard.\tcategory:payments\t1\n"
+        "Paying?\tCard.\tcategory:billing\t1\n",
+    )
+    report = run_import(db_url, [path])
+    assert report.warnings == [
+        f"{path}:3: QnaId 1 has other category than on line 2; the article keeps line 2's"
+    ]
+    (article,) = articles(db_url).values()
+    assert (article.category, article.questions) == ("billing", ["Pay how?", "Paying?"])

@@ -180,6 +180,27 @@ def group_questions(rows: Iterable[SourceRow], problems: Problems) -> Iterator[S
                 f"QnaId {key[1]} has a different answer than on line {group.line}",
             )
             continue
+        if key[0] == "id" and (differ := _differences(row, group)):
+            problems.warn(
+                row.file,
+                row.line,
+                f"QnaId {key[1]} has other {', '.join(differ)} than on line {group.line}; "
+                f"the article keeps line {group.line}'s",
+            )
         alternates = _as_items(row.fields.get("questions")) or []
         _add_questions(group, [row.fields["title"], *alternates], row.line)
     yield from held
+
+
+def _differences(row: SourceRow, group: SourceRow) -> list[str]:
+    """The fields (metadata read as category, tags...) in which a row differs from the first
+    row of its QnaId, apart from its questions and answer."""
+    skip = (*_NOT_CONTENT, "body")
+    names = sorted((set(row.fields) | set(group.fields)) - set(skip))
+    return [n for n in names if _same_form(row.fields.get(n)) != _same_form(group.fields.get(n))]
+
+
+def _same_form(value: object) -> str:
+    if isinstance(value, str):
+        return value.replace("\r\n", "\n").strip()
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
