@@ -365,3 +365,8 @@ def test_comma_separated_tags_are_several_tags(db_url, write_kb_file):
     run_import(db_url, [csv_path, md_path])
     tags = {a.title: a.tags for a in articles(db_url).values()}
     assert tags == {"How do I pay?": ["billing", "cards"], "Do you ship?": ["shipping", "abroad"]}
+
+
+def test_json_numbers_that_are_no_number_are_named(db_url, write_kb_file):
+    path = write_kb_file("faq.json", '[{"title": "How do I pay?", "body": NaN}]')
+    assert rejected(db_url, [path]) == [f"{path}:1: body must be text, not the number nan"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -102,6 +103,9 @@ def _as_text(value: object, name: str, reasons: list[str]) -> str | None:
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         reasons.append(f"{name} must be text, not {type(value).__name__}")
+        return None
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, 1e400
+        reasons.append(f"{name} must be text, not the number {value}")
         return None
     return str(value)
 
