@@ -370,3 +370,13 @@ def test_comma_separated_tags_are_several_tags(db_url, write_kb_file):
 def test_json_numbers_that_are_no_number_are_named(db_url, write_kb_file):
     path = write_kb_file("faq.json", '[{"title": "How do I pay?", "body": NaN}]')
     assert rejected(db_url, [path]) == [f"{path}:1: body must be text, not the number nan"]
+
+
+def test_a_markdown_heading_repeating_the_front_matter_title_is_not_kept(db_url, write_kb_file):
+    repeated = write_kb_file(
+        "pay.md", "---\ntitle: How do I pay?\n---\n# How do I pay?\n\nBy card.\n"
+    )
+    other = write_kb_file("ship.md", "---\ntitle: Shipping\n---\n# Where we ship\n\nEU only.\n")
+    run_import(db_url, [repeated, other])
+    bodies = {a.title: a.body.strip() for a in articles(db_url).values()}
+    assert bodies == {"How do I pay?": "By card.", "Shipping": "# Where we ship\n\nEU only."}

@@ -696,11 +696,12 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
     if rows is not None:
         yield from rows
         return
-    if "title" not in fields:
-        heading = _H1.match(body) or _SETEXT_H1.match(body)
-        if heading:
-            fields["title"] = heading.group(1)
-            body = body[heading.end() :]
+    heading = _H1.match(body) or _SETEXT_H1.match(body)
+    if "title" not in fields and heading:
+        fields["title"] = heading.group(1)
+        body = body[heading.end() :]
+    elif heading and " ".join(heading.group(1).split()) == " ".join(str(fields["title"]).split()):
+        body = body[heading.end() :]  # a heading repeating the front matter's title, as in HTML
     fields["body"] = body
     fields.setdefault("source", display)
     yield SourceRow(display, 1, fields)
