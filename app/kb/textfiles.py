@@ -60,7 +60,7 @@ def _utf8_error(raw: bytes, exc: UnicodeDecodeError) -> str:
 
 def display_name(path: Path) -> str:
     """``path`` as text that can be printed and stored: a name in another encoding than
-    UTF-8 (``caf\xe9.csv`` unpacked from an old zip) shows its undecodable bytes as U+FFFD, as
+    UTF-8 (``caf\\xe9.csv`` unpacked from an old zip) shows its undecodable bytes as U+FFFD, as
     the article's ``source`` where the file gives none."""
     return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
@@ -96,7 +96,8 @@ def _cr_lines(fh) -> Iterator[bytes]:
     there is and holds CRs that no LF follows."""
     first = fh.readline()
     if first.endswith(b"\n") or b"\r" not in first.rstrip(b"\r"):
-        yield first
+        if first:
+            yield first
         yield from fh
         return
     parts = first.split(b"\r")
