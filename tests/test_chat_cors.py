@@ -50,3 +50,14 @@ def test_no_cross_origin_access_by_default(client):
         "/api/v1/chat", json={"message": "hi"}, headers={"Origin": "https://shop.example"}
     )
     api_error(resp, 403, "origin_not_allowed")
+
+
+def test_a_malformed_origin_is_a_foreign_one_not_a_500(client, db_url):
+    for origin in ("http://[::1", "http://[", "http://%zz]"):
+        preflight = client.options(
+            "/api/v1/chat", headers={"Origin": origin, "Access-Control-Request-Method": "POST"}
+        )
+        api_error(preflight, 403, "origin_not_allowed")
+        post = client.post("/api/v1/chat", json={"message": "hi"}, headers={"Origin": origin})
+        api_error(post, 403, "origin_not_allowed")
+    assert rows(db_url, Message, role="customer") == []

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import pytest
 import schemathesis
+from fixtures_chat import api_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import (
@@ -148,6 +149,8 @@ def _hand_written_requests(conversation_id: str) -> list[dict]:
         add(method="GET", path=path)
     add(data='{"message": "hi"}', Origin="https://evil.example")
     add(data='{"message": "hi"}', Origin="null")
+    add(data='{"message": "hi"}', Origin="http://[::1")  # not a URL at all
+    add(path=f"/api/v1/conversations/{conversation_id}%0A", method="GET")  # id, then a newline
     add(method="OPTIONS", Origin="https://evil.example")
     add(data='{"message": "hi"}', **{"X-Forwarded-For": "not-an-ip, ::1, 999.1.1.1"})
     add(data='{"message": "hi"}', **{"Content-Length": "5"})
@@ -280,3 +283,19 @@ def test_requests_generated_from_the_openapi_document(app, db_url, mode):
     assert len(sent) >= 40
     chats = sum(1 for label, status in sent if label == "POST /chat" and status == 200)
     _assert_clean_storage(db_url, chats)
+
+
+def test_an_id_followed_by_a_line_break_is_no_id(client):
+    cid = client.post("/api/v1/chat", json={"message": "hello"}).get_json()["conversation_id"]
+    assert client.get(f"/api/v1/conversations/{cid}").status_code == 200
+    api_error(client.get(f"/api/v1/conversations/{cid}%0A"), 404, "conversation_not_found")
+
+
+def test_a_json_body_after_a_byte_order_mark_is_read(client):
+    response = client.post(
+        "/api/v1/chat",
+        data=b"\xef\xbb\xbf" + json.dumps({"message": "hello"}).encode(),
+        content_type="application/json",
+    )
+    assert response.status_code == 200
+    assert response.get_json()["conversation_id"]

@@ -116,12 +116,34 @@ def test_a_down_smtp_server_is_retried(make_app, reviewer):
     assert [r for r, _ in inbox.messages] == [["kim@example.org"]]
 
 
-@pytest.mark.parametrize("bad", ["", "not-an-address", "a@b", "x" * 400 + "@example.com", 42])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "not-an-address",
+        "a@b",
+        "x" * 400 + "@example.com",
+        42,
+        "\ud800@example.com",  # a lone surrogate: the database cannot store it
+        "a\u0000@example.com",
+        "<script>x</script>@example.com",
+        "a@-x.com",
+        "a@[127.0.0.1]",
+        "a@" + "x" * 64 + ".com",
+    ],
+)
 def test_a_bad_address_is_a_400(client, bad):
     cid = _waiting_conversation(client)
     response = client.post(f"/api/v1/conversations/{cid}/email", json={"email": bad})
     assert response.status_code == 400
     assert response.get_json()["error"]["code"] == "invalid_email"
+
+
+@pytest.mark.parametrize("good", ["a.b+c@sub.example.co.uk", "jörg@münchen.de"])
+def test_addresses_people_use_are_taken(client, good):
+    cid = _waiting_conversation(client)
+    response = client.post(f"/api/v1/conversations/{cid}/email", json={"email": good})
+    assert response.status_code == 200
 
 
 def test_unknown_conversation_is_a_404(client):

@@ -22,7 +22,11 @@ _PREFLIGHT_MAX_AGE = "600"
 
 
 def _same_origin(origin: str) -> bool:
-    return urlsplit(origin).netloc.lower() == request.host.lower()
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:  # "http://[::1": no origin a browser sends; a foreign one
+        return False
+    return netloc.lower() == request.host.lower()
 
 
 def origin_allowed(origin: str) -> bool:

@@ -31,7 +31,7 @@ def read_json_object() -> dict[str, Any]:
         )
     raw = request.get_data(cache=True)  # raises 413 beyond MAX_CONTENT_LENGTH
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = json.loads(raw.decode("utf-8-sig"))  # a BOM some clients write is no error
     except UnicodeDecodeError:
         raise ApiError(400, "invalid_json", "The body is not valid UTF-8.") from None
     except (ValueError, RecursionError):
@@ -42,7 +42,7 @@ def read_json_object() -> dict[str, Any]:
 
 
 def is_valid_id(value: str) -> bool:
-    return bool(_ID_RE.match(value))
+    return bool(_ID_RE.fullmatch(value))
 
 
 @dataclass(frozen=True)

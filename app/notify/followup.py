@@ -22,7 +22,14 @@ from app.notify.outbox import queue_email
 bp = Blueprint("followup", __name__)
 
 FOLLOWUP_LINK_DAYS = 30
-EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]{2,}$")
+# A mailbox as people type one: a local part of letters, digits and the printable signs an
+# address may hold (no quotes, angle brackets, spaces or control characters), and a domain of
+# letter-digit-hyphen labels (no leading or trailing hyphen, at most 63 characters each, letters
+# of any script) ending in a top-level name of two or more letters.
+EMAIL_RE = re.compile(
+    r"[\w.!#$%&'*+/=?^`{|}~-]{1,64}"
+    r"@(?:(?!-)[\w-]{1,63}(?<!-)\.)+[^\W\d_]{2,63}"
+)
 
 
 def _serializer(secret: str) -> URLSafeTimedSerializer:
@@ -36,7 +43,7 @@ def continue_link(config, conversation_id: str) -> str:
 
 def valid_email(value: str | None) -> str | None:
     value = (value or "").strip()
-    return value if len(value) <= 320 and EMAIL_RE.match(value) else None
+    return value if len(value) <= 254 and EMAIL_RE.fullmatch(value) else None
 
 
 def email_reply(
