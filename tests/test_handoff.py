@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from fixtures_review import item_row
 from sqlalchemy import select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app import migrate
 from app.db import dispose_engine, get_engine, session_scope
@@ -124,6 +125,34 @@ def test_two_writers_cannot_both_move_a_conversation_from_the_same_state(app, ma
         second.rollback()
     row = _conversation(app, cid)
     assert (row.status, row.assigned_to) == (S.WITH_PERSON, ana.id)
+
+
+def test_a_lenient_move_that_lost_the_race_applies_to_the_state_it_lost_to(app, make_reviewer):
+    # Two customer messages of one conversation escalating at once: the second finds the
+    # conversation already pending, which is where it was going, and does not fail.
+    with _db(app) as session:
+        conversation = Conversation(status=S.BOT)
+        session.add(conversation)
+        session.flush()
+        cid = conversation.id
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    with session_scope(url) as first, session_scope(url) as second:
+        mine = first.get(Conversation, cid)
+        theirs = second.get(Conversation, cid)
+        assert handoff.apply(first, mine, "escalate", strict=False).after == S.PENDING
+        first.commit()
+        assert handoff.apply(second, theirs, "escalate", strict=False) is None
+        assert theirs.status == S.PENDING
+        second.commit()
+        # strict callers (a reviewer's click) still hear that it changed under them
+        ana = make_reviewer("ana@example.com")
+        stale = second.get(Conversation, cid)
+        handoff.apply(first, first.get(Conversation, cid), "take_over", reviewer_id=ana.id)
+        first.commit()
+        set_committed_value(stale, "status", S.PENDING)
+        with pytest.raises(handoff.HandoffError, match="changed meanwhile"):
+            handoff.apply(second, stale, "take_over", reviewer_id=ana.id + 1)
+    assert _conversation(app, cid).status == S.WITH_PERSON
 
 
 def test_agent_names_come_from_the_e_mail():

@@ -139,7 +139,18 @@ def apply(
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:
-        raise HandoffError("The conversation changed meanwhile; reload and try again.")
+        if strict:
+            raise HandoffError("The conversation changed meanwhile; reload and try again.")
+        # Another request moved it first (two escalations of one conversation at once): take
+        # its state as it is now and apply the event to that, as if it had come second.
+        current = session.scalar(
+            select(Conversation.status).where(Conversation.id == conversation.id)
+        )
+        if current is None or current == before:
+            raise HandoffError("The conversation changed meanwhile; reload and try again.")
+        set_committed_value(conversation, "status", current)
+        return apply(session, conversation, event, reviewer_id=reviewer_id, hub=hub,
+                     config=config, details=details, strict=False)  # fmt: skip
     set_committed_value(conversation, "status", rule.target)
     set_committed_value(conversation, "assigned_to", assignee)
     set_committed_value(conversation, "state_changed_at", now)
