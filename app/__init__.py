@@ -11,11 +11,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from flask import Flask
+from werkzeug.routing import IntegerConverter
 
 from app.config import Config
+from app.db import ROW_ID_MAX
 from app.logging_setup import configure_logging
 
 log = logging.getLogger(__name__)
+
+
+class RowIdConverter(IntegerConverter):
+    """Werkzeug's ``int`` converter, bounded to a signed 64-bit integer."""
+
+    def __init__(self, url_map, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max", ROW_ID_MAX)
+        super().__init__(url_map, *args, **kwargs)
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -37,6 +47,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     services.init_app(app)  # Redis client, NLP engine, review queue
     metrics.init_app(app)
     health.init_app(app)
+
+    # An <int:...> in a route is a row id: beyond what SQLite and PostgreSQL store it is a 404,
+    # not an OverflowError in the query.
+    app.url_map.converters["int"] = RowIdConverter
 
     from app.chat import bp as chat_bp
     from app.notify.followup import bp as followup_bp

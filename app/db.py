@@ -6,6 +6,7 @@ CLI commands and background work use ``session_scope`` for a commit-or-rollback 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,3 +107,16 @@ def _close_session(_exc: BaseException | None) -> None:
 
 def init_app(app: Flask) -> None:
     app.teardown_appcontext(_close_session)
+
+
+ROW_ID_MAX = 2**63 - 1  # a signed 64-bit integer, the widest id either database stores
+
+
+def row_id(text: str | None) -> int | None:
+    """``text`` as an id or position to compare with stored ones (a query parameter, a form
+    field), or None when it is not ASCII decimal digits (an optional ``-``) within what the
+    database stores: ``int("²")`` fails and 2**63 overflows the driver."""
+    if not text or not re.fullmatch(r"-?[0-9]{1,19}", text):
+        return None
+    value = int(text)
+    return value if -ROW_ID_MAX <= value <= ROW_ID_MAX else None

@@ -141,6 +141,9 @@ def test_admin_sets_retention_and_purges(app, admin):
     assert effective_settings(app.config) == {"RETENTION_DAYS": 30, "TRAINING_RETENTION_DAYS": 400}
     admin.post("/console/admin/retention", data={"days": "ten", "training_days": "400"})
     assert "whole number of days" in admin.get("/console/admin/").get_data(as_text=True)
+    # a cutoff a million days back is before year 1: refused, not a purge that fails
+    admin.post("/console/admin/retention", data={"days": "1000000", "training_days": "1000000"})
+    assert "at most 36500 days" in admin.get("/console/admin/").get_data(as_text=True)
     admin.post("/console/admin/purge", data={"dry_run": "1"})
     assert "Preview: would delete 0 conversation(s)" in admin.get("/console/admin/").get_data(
         as_text=True

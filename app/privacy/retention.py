@@ -46,12 +46,19 @@ class RetentionSettingsError(ValueError):
     """The retention settings contradict each other (the message names them)."""
 
 
+MAX_RETENTION_DAYS = 36_500  # beyond it the cutoff date leaves the calendar: keep (0) instead
+
+
 def check_settings(config: Mapping[str, Any]) -> None:
     days = int(config.get("RETENTION_DAYS") or 0)
     training = int(config.get("TRAINING_RETENTION_DAYS") or 0)
     if days < 0 or training < 0:
         raise RetentionSettingsError(
             "TIERDESK_RETENTION_DAYS and TIERDESK_TRAINING_RETENTION_DAYS must be 0 (keep) or more"
+        )
+    if max(days, training) > MAX_RETENTION_DAYS:
+        raise RetentionSettingsError(
+            f"retention is at most {MAX_RETENTION_DAYS} days (100 years); 0 keeps everything"
         )
     if days and training and training < days:
         raise RetentionSettingsError(

@@ -24,7 +24,7 @@ from flask import (
 from sqlalchemy import select
 from werkzeug.exceptions import HTTPException, NotFound
 
-from app.db import get_session
+from app.db import get_session, row_id
 from app.models import Article, Message, Reviewer, ReviewItem, SpotCheck, utcnow
 from app.review import auth, models_console, service
 from app.review import spot_checks as spot
@@ -109,6 +109,7 @@ def _safe_next(target: str | None) -> str:
             and not parts.netloc
             and parts.path.startswith("/console/")
             and not target.startswith("//")
+            and target.isprintable()  # a line break would split the Location header
         ):
             return target.rstrip("?")
     return url_for("console.queue")
@@ -468,7 +469,7 @@ def _spot_check_or_404(check_id: int) -> SpotCheck:
 @bp.get("/spot-checks")
 def spot_checks():
     db = get_session()
-    after = request.args.get("after", type=int)
+    after = row_id(request.args.get("after"))
     check = spot.next_waiting(db, after=after)
     context: dict = {}
     if check is not None:

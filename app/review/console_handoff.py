@@ -25,7 +25,7 @@ from flask import (
 from sqlalchemy import select
 from werkzeug.exceptions import NotFound
 
-from app.db import get_session, session_scope
+from app.db import get_session, row_id, session_scope
 from app.live.bus import console_channel
 from app.live.stream import event_stream, get_hub, streams_supported
 from app.models import CannedReply, Conversation, Delivery, Message, ReviewItem, ReviewNote, utcnow
@@ -104,10 +104,8 @@ def queue_json():
 def item_messages(item_id: int):
     """The conversation's messages after ``after`` (a seq): live updates of the item page."""
     item = _item_or_404(item_id)
-    try:
-        after = int(request.args.get("after", -1))
-    except ValueError:
-        after = -1
+    after = row_id(request.args.get("after"))
+    after = -1 if after is None else after
     db = get_session()
     rows = db.scalars(
         select(Message)
@@ -211,8 +209,8 @@ def add_canned():
         flash(f"Saved “{title}”.")
     db.commit()
     back = request.form.get("back_to_item")
-    if back and back.isdigit():
-        return redirect(url_for("console.item", item_id=int(back)))
+    if (item_id := row_id(back)) is not None:
+        return redirect(url_for("console.item", item_id=item_id))
     return redirect(url_for("console.canned"))
 
 
