@@ -22,6 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
     select,
+    update,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
@@ -379,7 +380,18 @@ class ShadowComparison(Base):
 
 
 def next_seq(session: Session, conversation_id: str) -> int:
-    """The position of the next message in a conversation (0 for its first)."""
+    """The position of the next message in a conversation (0 for its first).
+
+    It first writes the conversation's ``updated_at`` (a new message is activity), which locks
+    the conversation's row, or on SQLite the database, until the caller commits: two requests
+    adding to one conversation at once take turns, and the second reads the first's messages
+    instead of taking the same position."""
+    session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id)
+        .values(updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
     current = session.scalar(
         select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
     )

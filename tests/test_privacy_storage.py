@@ -167,17 +167,20 @@ def test_log_records_are_masked_for_every_handler(app, caplog):
 
 
 def test_stored_trace_masks_customer_text_but_not_version_ids():
-    # 20261201-145707 passes the card checks: a version trained at 14:57:07 that day
-    version = "20261201-145707-3872fadf"
+    # 20261201-145707 passes the card checks: a version trained at 14:57:07 that day, which
+    # free text masks unless letters go on after a dash (a full id, ...-3872fadf)
+    version = "20261201-145707"
     trace = {
         "versions": {"models": version, "bert": "minilm"},
         "experiment": {"name": "shorter answers", "arm": "b"},
-        "stages": {"note": f"card 4111111111111111, model {version}"},
+        "stages": {"note": f"card 4111111111111111, model {version}, id {version}-3872fadf"},
         "confidence": np.float32(0.5),
     }
     stored = stored_trace(trace, "below_threshold", Masker())
     assert stored["versions"] == {"models": version, "bert": "minilm"}
     assert stored["experiment"] == {"name": "shorter answers", "arm": "b"}
-    assert stored["stages"]["note"] == "card [card ****1111], model [card ****5707]-3872fadf"
+    assert stored["stages"]["note"] == (
+        f"card [card ****1111], model [card ****5707], id {version}-3872fadf"
+    )
     assert stored["escalation_reason"] == "below_threshold"
     assert stored["confidence"] == 0.5 and "versions" in trace  # the caller's trace is intact
