@@ -51,6 +51,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     # An <int:...> in a route is a row id: beyond what SQLite and PostgreSQL store it is a 404,
     # not an OverflowError in the query.
     app.url_map.converters["int"] = RowIdConverter
+    # "//" in a path is not a page's address: a 404 (JSON under /api) rather than an HTML 308
+    app.url_map.merge_slashes = False
 
     from app.chat import bp as chat_bp
     from app.notify.followup import bp as followup_bp

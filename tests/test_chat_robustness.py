@@ -299,3 +299,10 @@ def test_a_json_body_after_a_byte_order_mark_is_read(client):
     )
     assert response.status_code == 200
     assert response.get_json()["conversation_id"]
+
+
+def test_a_doubled_slash_in_an_api_path_is_a_json_404_not_an_html_redirect(client):
+    cid = client.post("/api/v1/chat", json={"message": "hello"}).get_json()["conversation_id"]
+    response = client.get(f"/api/v1/conversations/{cid}//events")
+    assert response.status_code == 404
+    assert set(response.get_json()["error"]) == {"code", "message"}
