@@ -616,3 +616,68 @@ def test_cli_notes_a_split_page_and_reimports_it_unchanged(runner, db_url, write
     assert again.stdout.strip() == "0 created, 0 updated, 3 unchanged, 0 unpublished, 0 rejected"
     for article in articles(db_url).values():
         assert clean_source(article.body) == article.body
+
+
+# ----------------------------------------------------------------------------- encodings
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        '<meta charset="windows-1252">',
+        '<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">',
+    ],
+)
+def test_a_page_in_the_encoding_its_meta_declares_is_read_in_it(db_url, write_kb_file, declaration):
+    # An older help centre's pages saved as they were served: not UTF-8, and saying so.
+    page = (
+        f"<html><head>{declaration}<title>Frais à l’étranger</title></head>"
+        "<body><p>Les retraits coûtent 2 € – sauf en zone euro.</p></body></html>"
+    )
+    path = write_kb_file("frais.html", page.encode("cp1252"))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert article.title == "Frais à l’étranger"
+    assert article.body == "<p>Les retraits coûtent 2 € – sauf en zone euro.</p>"
+
+
+def test_an_xhtml_page_declaring_its_encoding_in_the_xml_declaration(db_url, write_kb_file):
+    page = (
+        '<?xml version="1.0" encoding="iso-8859-15"?>\n<html><head><title>Öffnungszeiten'
+        "</title></head><body><p>Wir sind rund um die Uhr für Sie da.</p></body></html>"
+    )
+    run_import(db_url, [write_kb_file("zeiten.xhtml.html", page.encode("iso-8859-15"))])
+    (article,) = articles(db_url).values()
+    assert (article.title, article.body) == (
+        "Öffnungszeiten",
+        "<p>Wir sind rund um die Uhr für Sie da.</p>",
+    )
+
+
+def test_a_page_whose_bytes_are_utf8_is_read_as_utf8_whatever_it_declares(db_url, write_kb_file):
+    # A template kept its old declaration after the site moved to UTF-8: the bytes decide.
+    page = '<html><head><meta charset="iso-8859-1"><title>Café</title></head><body>Ouvert.</body>'
+    run_import(db_url, [write_kb_file("cafe.html", page.encode("utf-8"))])
+    assert [a.title for a in articles(db_url).values()] == ["Café"]
+
+
+def test_undeclared_or_unknown_encodings_still_reject_the_import(db_url, write_kb_file):
+    plain = write_kb_file("plain.html", "<title>Café</title><p>Ouvert.</p>".encode("cp1252"))
+    unknown = write_kb_file(
+        "odd.html", '<meta charset="x-klingon"><title>Café</title><p>Ouvert.</p>'.encode("cp1252")
+    )
+    utf8_claimed = write_kb_file(
+        "claimed.html", '<meta charset="utf-8"><title>Café</title><p>Ouvert.</p>'.encode("cp1252")
+    )
+    problems = rejected(db_url, [plain, unknown, utf8_claimed])
+    assert problems == [
+        f"{plain}:1: not valid UTF-8 (byte 0xE9 at column 11); save the file as UTF-8",
+        f"{unknown}:1: declares charset 'x-klingon', which is not known; save it as UTF-8",
+        f"{utf8_claimed}:1: not valid UTF-8 (byte 0xE9 at column 33); save the file as UTF-8",
+    ]
+    assert articles(db_url) == {}
+    # A Markdown file declares nothing: the same bytes are an error there too.
+    markdown = write_kb_file("cafe.md", '# Café\n<meta charset="cp1252">\nOuvert.'.encode("cp1252"))
+    assert rejected(db_url, [markdown]) == [
+        f"{markdown}:1: not valid UTF-8 (byte 0xE9 at column 6); save the file as UTF-8"
+    ]

@@ -712,7 +712,7 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
 
 def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     """A page (app.kb.html_pages); an FAQ page gives an article per question."""
-    text = read_document(path, display, problems, on_bytes)
+    text = read_document(path, display, problems, on_bytes, html=True)
     if text is None:
         return
     root = parse_html(text)

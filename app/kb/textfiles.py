@@ -12,6 +12,7 @@ import codecs
 import csv
 import io
 import itertools
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,10 +108,52 @@ def _cr_lines(fh) -> Iterator[bytes]:
         yield part + b"\n"
 
 
+# An HTML page's own declaration of its encoding, looked for in its first 1,024 bytes as
+# browsers do: <meta charset="...">, <meta http-equiv="Content-Type" content="...; charset=...">
+# or an XHTML page's <?xml ... encoding="..."?>.
+_HTML_CHARSET = re.compile(
+    rb"""<meta\s[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)|"""
+    rb"""\A\s*<\?xml\s[^>]*?encoding\s*=\s*["']([A-Za-z0-9_:.+-]+)""",
+    re.I,
+)
+# Labels that browsers read as windows-1252, which they are in practice.
+_WINDOWS_1252 = {"iso8859-1", "ascii", "cp1252"}
+
+
+def _html_charset(raw: bytes) -> str | None:
+    """The encoding an HTML page declares, unless it is UTF-8 (a UTF-16 declaration in a file
+    without a UTF-16 byte order mark means UTF-8, as browsers read it)."""
+    match = _HTML_CHARSET.search(raw[:1024])
+    if match is None:
+        return None
+    label = (match.group(1) or match.group(2)).decode("ascii")
+    try:
+        name = codecs.lookup(label).name
+    except LookupError:
+        return label  # decoding it names it as unknown
+    return None if name == "utf-8" or name.startswith("utf-16") else label
+
+
+def _decode_declared(raw: bytes, label: str) -> str:
+    """``raw`` in the encoding ``label`` names; LookupError when none is known by it."""
+    name = codecs.lookup(label).name
+    if name in _WINDOWS_1252:
+        try:
+            return raw.decode("cp1252")
+        except UnicodeDecodeError:  # the five bytes cp1252 leaves undefined: control characters
+            return raw.decode("latin-1")
+    return raw.decode(name, "replace")
+
+
 def read_text(
-    path: Path, display: str, problems: Problems, on_bytes: ByteCounter = _ignore_bytes
+    path: Path,
+    display: str,
+    problems: Problems,
+    on_bytes: ByteCounter = _ignore_bytes,
+    html: bool = False,
 ) -> str | None:
-    """The whole file as text with '\\n' line endings, or None when it cannot be read."""
+    """The whole file as text with '\\n' line endings, or None when it cannot be read. An HTML
+    page (``html``) that is not UTF-8 is read in the encoding its <meta> declares."""
     raw = path.read_bytes()
     on_bytes(len(raw))
     if _utf16_bom(raw):
@@ -121,6 +164,18 @@ def read_text(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
+        charset = _html_charset(raw) if html else None
+        if charset is not None:
+            try:
+                text = _decode_declared(raw, charset)
+            except LookupError:
+                problems.add(
+                    display,
+                    1,
+                    f"declares charset {charset!r}, which is not known; save it as UTF-8",
+                )
+                return None
+            return text.replace("\r\n", "\n").replace("\r", "\n")
         lines = raw.split(b"\n")
         for lineno, line in enumerate(lines, 1):
             try:
@@ -132,11 +187,15 @@ def read_text(
 
 
 def read_document(
-    path: Path, display: str, problems: Problems, on_bytes: ByteCounter = _ignore_bytes
+    path: Path,
+    display: str,
+    problems: Problems,
+    on_bytes: ByteCounter = _ignore_bytes,
+    html: bool = False,
 ) -> str | None:
     """``read_text`` for one-article files (Markdown, HTML): None, with the problem noted,
     when the file cannot be read or holds only whitespace."""
-    text = read_text(path, display, problems, on_bytes)
+    text = read_text(path, display, problems, on_bytes, html)
     if text is not None and not text.strip():
         problems.add(display, 1, "file is empty")
         return None
