@@ -1,5 +1,6 @@
 """The app skeleton: health probes, metrics, migrations on both databases."""
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import inspect
 
 from app import migrate
@@ -23,7 +24,10 @@ def test_readyz_reports_missing_models_with_503(client):
 
 def test_metrics_exposes_request_counts(client):
     client.get("/healthz")
-    text = client.get("/metrics").get_data(as_text=True)
+    response = client.get("/metrics")
+    # The exposition format's own content type, its charset stated once
+    assert response.headers["Content-Type"] == CONTENT_TYPE_LATEST
+    text = response.get_data(as_text=True)
     assert (
         'tierdesk_http_requests_total{endpoint="health.healthz",method="GET",status="200"}' in text
     )
