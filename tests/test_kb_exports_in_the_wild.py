@@ -380,3 +380,37 @@ def test_a_markdown_heading_repeating_the_front_matter_title_is_not_kept(db_url,
     run_import(db_url, [repeated, other])
     bodies = {a.title: a.body.strip() for a in articles(db_url).values()}
     assert bodies == {"How do I pay?": "By card.", "Shipping": "# Where we ship\n\nEU only."}
+
+
+def test_a_json_integer_too_long_for_python_is_read_not_a_traceback(db_url, write_kb_file):
+    # Python refuses to convert integers of over 4,300 digits; json.loads raised ValueError.
+    huge = "9" * 5000
+    listed = write_kb_file("faq.json", f'[{{"title": "How do I pay?", "body": {huge}}}]')
+    lines = write_kb_file("faq.jsonl", f'{{"title": "Do you ship?", "body": "EU.", "n": {huge}}}\n')
+    zendesk = write_kb_file(
+        "zendesk.json",
+        f'{{"count": {huge}, "articles": [{{"id": {huge}, "title": "Refunds", '
+        '"body": "<p>Within 14 days.</p>", "html_url": "https://help.example/refunds"}]}',
+    )
+    report = run_import(db_url, [listed, lines, zendesk])
+    assert report.problems == []
+    bodies = {a.title: a.body for a in articles(db_url).values()}
+    assert bodies == {
+        "How do I pay?": huge,
+        "Do you ship?": "EU.",
+        "Refunds": "<p>Within 14 days.</p>",
+    }
+
+
+@pytest.mark.parametrize(
+    "front_matter", ["---\ntitle: {n}\n---\n", "+++\ntitle = {n}\n+++\n"], ids=["yaml", "toml"]
+)
+def test_front_matter_with_an_integer_too_long_for_python_is_named(
+    db_url, write_kb_file, front_matter
+):
+    path = write_kb_file("pay.md", front_matter.format(n="9" * 5000) + "By card.\n")
+    kind = "YAML" if front_matter.startswith("---") else "TOML"
+    assert rejected(db_url, [path]) == [
+        f"{path}:2: {kind} front matter: a number of over 4,300 digits; "
+        "put it in quotes to make it text"
+    ]

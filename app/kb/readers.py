@@ -271,6 +271,18 @@ def _merged(first: object, more: object) -> object:
     return items
 
 
+def _json_int(digits: str) -> int | str:
+    """A JSON integer; one too long for Python to convert (over 4,300 digits: no id or count)
+    stays its digits, as a number where text belongs is read as its text."""
+    try:
+        return int(digits)
+    except ValueError:
+        return digits
+
+
+_JSON = json.JSONDecoder(parse_int=_json_int)
+
+
 def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     count = 0
     for lineno, line in enumerate(decoded_lines(path, display, problems, on_bytes), 1):
@@ -278,7 +290,7 @@ def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCount
             continue
         count += 1
         try:
-            obj = json.loads(line.rstrip("\r\n"))
+            obj = _JSON.decode(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             problems.add(display, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
@@ -358,7 +370,6 @@ _JSON_SHAPES = (
 def _list_items(text: str, pos: int, display: str, problems: Problems):
     """(line, index, value) of each element of the JSON list at ``pos``; returns the position
     after the list, or None after reporting a problem."""
-    decoder = json.JSONDecoder()
     line = _line_at(text, pos)
     pos += 1
     counted_to = pos
@@ -378,7 +389,7 @@ def _list_items(text: str, pos: int, display: str, problems: Problems):
         line += text.count("\n", counted_to, pos)
         counted_to = pos
         try:
-            obj, pos = decoder.raw_decode(text, pos)
+            obj, pos = _JSON.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
             return None
@@ -420,7 +431,7 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
 def _only_list_of_objects(text: str) -> str | None:
     """The key of the one member of the JSON object ``text`` that is a non-empty list of
     objects, or None when there is no such member or more than one."""
-    document = json.loads(text)
+    document = _JSON.decode(text)
     keys = [key for key, value in document.items()
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value)]  # fmt: skip
     return keys[0] if len(keys) == 1 else None
@@ -439,14 +450,13 @@ def _members(text: str, pos: int, display: str, problems: Problems, handlers: di
     """Walk the JSON object at ``pos``: the first member whose key, case aside, has a handler
     is read by it; every other member is skipped. Returns (the position after the object, the
     key handled or None), or None after reporting a problem."""
-    decoder = json.JSONDecoder()
     handled: str | None = None
     pos += 1
     while True:
         pos = _WS.match(text, pos).end()
         if text.startswith("}", pos):
             return pos + 1, handled
-        key, pos = decoder.raw_decode(text, pos)
+        key, pos = _JSON.raw_decode(text, pos)
         pos = _WS.match(text, pos).end()
         if not isinstance(key, str) or not text.startswith(":", pos):
             problems.add(display, _line_at(text, pos), "invalid JSON: expected a key")
@@ -459,7 +469,7 @@ def _members(text: str, pos: int, display: str, problems: Problems, handlers: di
             if pos is None:
                 return None
         else:
-            _, pos = decoder.raw_decode(text, pos)
+            _, pos = _JSON.raw_decode(text, pos)
         pos = _WS.match(text, pos).end()
         if text.startswith(",", pos):
             pos += 1
@@ -658,6 +668,9 @@ _SETEXT_H1 = re.compile(r"\A\s*([^\s].*?)[ \t]*\n=+[ \t]*(?:\n|\Z)")  # Title, t
 _TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n(.*?)^\+\+\+[ \t]*$\n?", re.S | re.M)
 
 
+_HUGE_NUMBER = "a number of over 4,300 digits; put it in quotes to make it text"
+
+
 def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     text = read_document(path, display, problems, on_bytes)
     if text is None:
@@ -675,6 +688,9 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         except tomllib.TOMLDecodeError as exc:
             problems.add(display, 1, f"invalid TOML front matter: {exc}")
             return
+        except ValueError:  # an integer Python will not convert
+            problems.add(display, 2, f"TOML front matter: {_HUGE_NUMBER}")
+            return
     elif text.startswith("---"):
         match = _FRONT_MATTER.match(text)
         if match is None:
@@ -686,6 +702,9 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         except yaml.YAMLError as exc:
             line, reason = yaml_error(exc, first_line=2)  # the YAML starts after '---'
             problems.add(display, line, f"invalid YAML front matter: {reason}")
+            return
+        except ValueError:  # an integer Python will not convert
+            problems.add(display, 2, f"YAML front matter: {_HUGE_NUMBER}")
             return
         if not isinstance(meta, dict):
             problems.add(display, 2, "front matter must be key: value pairs")
