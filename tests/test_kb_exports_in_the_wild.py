@@ -345,6 +345,47 @@ def test_help_desk_status_and_draft_flags_keep_drafts_unpublished(db_url, write_
     }
 
 
+def test_intercom_and_help_scout_article_states(db_url, write_kb_file):
+    # Intercom's articles API lists {"type": "list", "data": [...]} with a "state"; Help Scout
+    # writes a status of "notpublished".
+    intercom = write_kb_file(
+        "intercom.json",
+        json.dumps(
+            {
+                "type": "list",
+                "data": [
+                    {
+                        "type": "article",
+                        "title": "Live",
+                        "body": "<p>a</p>",
+                        "state": "published",
+                        "url": "https://help.example/live",
+                    },
+                    {
+                        "type": "article",
+                        "title": "Draft",
+                        "body": "<p>b</p>",
+                        "state": "draft",
+                        "url": None,
+                    },
+                ],
+                "total_count": 2,
+                "pages": {"type": "pages", "page": 1, "total_pages": 1},
+            }
+        ),  # fmt: skip
+    )
+    report = run_import(db_url, [intercom])
+    assert report.problems == []
+    stored = articles(db_url)
+    assert {a.title: (a.published, a.source) for a in stored.values()} == {
+        "Live": (True, "https://help.example/live"),
+        "Draft": (False, str(intercom)),
+    }
+    help_scout = write_kb_file("docs.csv", "title,body,status\nHidden,c,notpublished\n")
+    run_import(db_url, [help_scout])
+    assert articles(db_url)["hidden"].published is False
+
+
 @pytest.mark.parametrize("status", ["pending review", "2"])
 def test_a_status_that_is_no_article_state_is_named(db_url, write_kb_file, status):
     # Freshdesk numbers its states (1 draft, 2 published): a number is not guessed at.

@@ -86,7 +86,7 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # Other help desks' names, read as ours only where the file has no column of that name already
 # (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
 # HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", Zendesk's "html_url" and
-# "label_names", and plain "content", "url", "link", "section", "topic".
+# "label_names", Intercom's "state", and plain "content", "url", "link", "section", "topic".
 _FALLBACK_KEYS = {
     **dict.fromkeys(("articletitle", "faqquestion"), "title"),
     **dict.fromkeys(
@@ -95,6 +95,7 @@ _FALLBACK_KEYS = {
     **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
+    **dict.fromkeys(("state", "articlestate"), "status"),  # Intercom's article state
 }
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 SKIPPED_NAMES = {"readme.md", "readme.markdown"}

@@ -35,8 +35,8 @@ RENDER_VERSION = 1
 LIST_SEPARATOR = "|"
 _TRUE = {"1", "true", "yes", "y", "on", "published", "live", "public", "active"}
 # help desks' article states (a ``status`` column) included
-_FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished", "archived", "hidden", "private",
-          "inactive"}  # fmt: skip
+_FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished", "notpublished", "not published",
+          "archived", "hidden", "private", "inactive"}  # fmt: skip
 
 
 class InvalidArticle(ValueError):
