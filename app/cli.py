@@ -111,6 +111,16 @@ def serve(host: str, port: int) -> None:
     """Serve the demo, the chat API, the reviewer console and /metrics (models warmed first)."""
     from werkzeug.serving import make_server
 
+    from app import migrate
+
+    url = current_app.config["SQLALCHEMY_DATABASE_URI"]
+    have, need = migrate.current(url), migrate.head_revision(url)
+    if have != need:  # every request would fail on it: say so once, before serving
+        state = "has no tierdesk schema" if have is None else f"is at schema revision {have}"
+        raise click.ClickException(
+            f"the database {state}, this tierdesk needs {need}; "
+            "run `tierdesk db upgrade` (or `tierdesk init`) first"
+        )
     app = create_app()
     base = f"http://{host}:{port}"
     click.echo(f"tierdesk is serving on {base}")

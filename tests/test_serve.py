@@ -50,6 +50,7 @@ def _serve(tmp_path: Path, sig: int) -> tuple[int, int, Path]:
         "TIERDESK_MODELS_DIR": str(tmp_path / "models"),
         "TIERDESK_LOG_LEVEL": "WARNING",
     }
+    subprocess.run([str(TIERDESK), "db", "upgrade"], cwd=PROJECT_ROOT, env=env, check=True)
     port = free_port()
     proc = subprocess.Popen(
         [str(TIERDESK), "serve", "--port", str(port)],
@@ -94,6 +95,24 @@ def test_stopping_the_server_stops_its_embedded_redis(tmp_path, sig):
     assert code == 0
     assert _gone(redis_pid), f"the embedded Redis server {redis_pid} outlived tierdesk serve"
     assert not registry.exists()
+
+
+def test_serving_a_database_without_the_schema_is_refused_with_the_cure(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env |= {"TIERDESK_VAR_DIR": str(tmp_path / "var"), "TIERDESK_MODELS_DIR": str(tmp_path / "m")}
+    done = subprocess.run(
+        [str(TIERDESK), "serve", "--port", str(free_port())],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "has no tierdesk schema" in done.stderr
+    assert "run `tierdesk db upgrade` (or `tierdesk init`) first" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "serving on" not in done.stdout
 
 
 HOLDER = """
