@@ -217,3 +217,21 @@ def test_a_simple_question_gets_an_answer_with_its_article_link(page, answering_
     assert vote.helpful is True
     bots = [m for m in _rows(db_url, Message) if m.role == "bot"]
     assert bots[0].status == "answered" and bots[0].trace
+
+
+def test_a_message_that_cannot_be_sent_goes_back_into_the_box(page, app, db_url):
+    """Offline (or the server down) mid-conversation: the customer's words are not lost."""
+    with serve_app(app) as url:
+        _open_widget(page, url)
+        page.route("**/api/v1/chat", lambda route: route.abort("connectionrefused"))
+        _ask(page, "is my transfer through yet?")
+        page.wait_for_selector(".td-error:not([hidden])")
+        assert page.locator(".td-msg--customer.td-failed").count() == 1
+        assert page.input_value("#tierdesk-input") == "is my transfer through yet?"
+        page.unroute("**/api/v1/chat")
+        page.keyboard.press("Enter")  # send it again as it is
+        page.wait_for_selector(".td-msg--notice")
+        assert page.input_value("#tierdesk-input") == ""
+        assert page.locator(".td-error").is_hidden()
+    customers = [m.text for m in _rows(db_url, Message) if m.role == "customer"]
+    assert customers == ["is my transfer through yet?"]

@@ -587,9 +587,7 @@
       }
       if (result.status !== 200) {
         showError(problem(result));
-        if (customerBubble) {
-          customerBubble.classList.add("td-failed");
-        }
+        failed(customerBubble, text);
         return;
       }
       var data = result.data;
@@ -612,10 +610,19 @@
       typing.remove();
       setBusy(false);
       showError("We could not reach the assistant. Check your connection and try again.");
-      if (customerBubble) {
-        customerBubble.classList.add("td-failed");
-      }
+      failed(customerBubble, text);
     });
+  }
+
+  // A message that did not go through goes back into the box, to send again without retyping.
+  function failed(customerBubble, text) {
+    if (!customerBubble) {
+      return;
+    }
+    customerBubble.classList.add("td-failed");
+    if (!input.value.trim()) {
+      input.value = text;
+    }
   }
 
   function sendFeedback(messageId, helpful, box, button) {
