@@ -235,3 +235,18 @@ def test_a_message_that_cannot_be_sent_goes_back_into_the_box(page, app, db_url)
         assert page.locator(".td-error").is_hidden()
     customers = [m.text for m in _rows(db_url, Message) if m.role == "customer"]
     assert customers == ["is my transfer through yet?"]
+
+
+def test_asking_for_a_person_in_words_is_acknowledged_as_such(page, app):
+    """Typed "I want to talk to a human" is a request for a person, not a question the bot was
+    unsure of: the customer is told a person is coming, as with the button."""
+    with serve_app(app) as url:
+        _open_widget(page, url)
+        _ask(page, "I want to talk to a human")
+        notice = page.wait_for_selector(".td-msg--notice")
+        assert notice.text_content().startswith("Thanks, we are bringing in a person.")
+        assert "not sure" not in notice.text_content()
+        _ask(page, "where is my new card")  # no models here: an unsure turn
+        second = page.locator(".td-msg--notice").nth(1)
+        second.wait_for()
+        assert "not sure" in second.text_content()

@@ -117,6 +117,7 @@ def test_a_bots_draft_is_kept_for_the_reviewer_but_not_shown_to_the_customer(cli
 def test_asking_for_a_person_escalates_without_a_bot_answer(client, db_url, message):
     body = chat(client, message).get_json()
     assert body["status"] == "pending_review" and body["answer"] is None
+    assert body["asked_for_person"] is True  # the widget thanks them rather than "not sure"
     [item] = rows(db_url, ReviewItem)
     assert item.reason == "asked_for_human"
     assert item.draft_message_id is None  # a bare request for a person needs no draft
@@ -124,13 +125,14 @@ def test_asking_for_a_person_escalates_without_a_bot_answer(client, db_url, mess
 
 def test_the_widgets_handoff_flag_escalates_any_message(client, db_url):
     body = chat(client, "My card payment was declined twice", handoff=True).get_json()
-    assert body["status"] == "pending_review"
+    assert body["status"] == "pending_review" and body["asked_for_person"] is True
     [item] = rows(db_url, ReviewItem)
     assert item.reason == "asked_for_human"
 
 
 def test_questions_that_only_mention_staff_are_not_handoffs(client, db_url):
-    chat(client, "How do I add a person to my joint account?")
+    body = chat(client, "How do I add a person to my joint account?").get_json()
+    assert body["asked_for_person"] is False
     [item] = rows(db_url, ReviewItem)
     assert item.reason == "models_unavailable"
 

@@ -169,6 +169,11 @@ SCHEMAS: dict[str, Any] = {
             "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
             "route": {"type": ["string", "null"], "enum": ["simple", "complex", None]},
             "suggestions": {"type": "array", "items": _ref("Suggestion")},
+            "asked_for_person": {
+                "type": "boolean",
+                "description": "The customer asked for a person, with handoff or in words "
+                '("I want to talk to a human"): the turn is pending_review for that reason.',
+            },
         },
     },
     "Message": {

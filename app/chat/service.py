@@ -64,6 +64,7 @@ class Turn:
     bot: Message | None  # None while a person holds the conversation (the bot is silent)
     article: ArticleView | None
     suggestions: list[dict[str, str]]
+    asked_for_person: bool = False  # by the button or in words ("I want to talk to a human")
 
 
 def _json_safe(value: Any) -> Any:
@@ -292,7 +293,14 @@ def handle_message(
         )
         if check is not None:
             metrics.SPOT_CHECKS.labels("drawn").inc()
-    return Turn(conversation, customer, bot, article if not reason else None, suggestions)
+    return Turn(
+        conversation,
+        customer,
+        bot,
+        article if not reason else None,
+        suggestions,
+        reason == Reason.ASKED_FOR_HUMAN,
+    )
 
 
 def _spot_check(customer: Message, bot: Message, share: float):
@@ -378,6 +386,7 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
             "confidence": None,
             "route": None,
             "suggestions": [],
+            "asked_for_person": False,
         }
     answer = None
     if bot.status == "answered" and turn.article is not None:
@@ -394,6 +403,7 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         "confidence": bot.confidence,
         "route": bot.route,
         "suggestions": turn.suggestions,
+        "asked_for_person": turn.asked_for_person,
     }
 
 

@@ -601,7 +601,8 @@
         renderAnswer({ id: data.message_id, text: data.answer.text }, data.answer.html,
           data.answer.article);
       } else {
-        renderNotice(handoff ? "Thanks, we are bringing in a person. " + PENDING_TEXT :
+        renderNotice(handoff || data.asked_for_person ?
+          "Thanks, we are bringing in a person. " + PENDING_TEXT :
           "I am not sure about this one, so I have asked a colleague. " + PENDING_TEXT);
         setPending(true);
       }
