@@ -88,6 +88,22 @@ def test_conversation_shows_a_persons_reply_and_stops_waiting_when_resolved(clie
     assert after["awaiting_person"] is False and after["status"] == "open"
 
 
+def test_a_long_conversation_shows_its_newest_messages_and_a_persons_latest_reply(client, db_url):
+    from app.chat.service import HISTORY_LIMIT
+
+    cid = chat(client, "my transfer vanished").get_json()["conversation_id"]
+    with session_scope(db_url) as session:
+        session.add_all(
+            Message(conversation_id=cid, seq=seq, role="customer", text=f"message {seq}")
+            for seq in range(2, HISTORY_LIMIT + 10)
+        )
+    reply_id = add_message(db_url, cid, "agent", "Here is the answer you waited for.")
+    shown = client.get(f"/api/v1/conversations/{cid}").get_json()["messages"]
+    assert len(shown) == HISTORY_LIMIT
+    assert shown[-1]["id"] == reply_id  # the widget's poll finds the reply
+    assert [m["seq"] for m in shown] == sorted(m["seq"] for m in shown)
+
+
 def test_a_bots_draft_is_kept_for_the_reviewer_but_not_shown_to_the_customer(client, db_url):
     cid = chat(client, "hi").get_json()["conversation_id"]
     add_message(

@@ -421,14 +421,16 @@ def awaiting_person(session: Session, conversation_id: str) -> bool:
 
 def conversation_payload(session: Session, conversation: Conversation) -> dict[str, Any]:
     """The documented response of ``GET /api/v1/conversations/<id>``."""
+    # The newest HISTORY_LIMIT messages, oldest first: a person's reply in a long conversation
+    # must reach the widget (it polls this), not be cut off after the first messages.
     messages = list(
         session.scalars(
             select(Message)
             .where(Message.conversation_id == conversation.id)
-            .order_by(Message.seq, Message.created_at)
+            .order_by(Message.seq.desc(), Message.created_at.desc())
             .limit(HISTORY_LIMIT)
         )
-    )
+    )[::-1]
     slugs = {m.article_slug for m in messages if m.article_slug}
     articles = {a.slug: a for a in session.scalars(select(Article).where(Article.slug.in_(slugs)))}
     waiting = awaiting_person(session, conversation.id)
