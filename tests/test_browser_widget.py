@@ -250,3 +250,23 @@ def test_asking_for_a_person_in_words_is_acknowledged_as_such(page, app):
         second = page.locator(".td-msg--notice").nth(1)
         second.wait_for()
         assert "not sure" in second.text_content()
+
+
+def test_right_to_left_text_is_shown_right_to_left(page, make_app, db_url):
+    arabic = "أين بطاقتي الجديدة؟ I ordered it 3 days ago!"
+    with serve_app(make_app(LIVE_STREAMS=False)) as url:  # the reply arrives by polling
+        _open_widget(page, url)
+        page.fill("#tierdesk-input", arabic)
+        assert page.eval_on_selector("#tierdesk-input", "e => getComputedStyle(e).direction") == (
+            "rtl"
+        )
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".td-msg--notice")
+        [item] = _rows(db_url, ReviewItem)
+        add_message(db_url, item.conversation_id, "agent", "مرحبا! It ships today.")
+        page.wait_for_selector(".td-msg--agent .td-text")
+        for selector in (".td-msg--customer .td-text", ".td-msg--agent .td-text"):
+            direction = page.eval_on_selector(selector, "e => getComputedStyle(e).direction")
+            assert direction == "rtl", selector
+        english = page.locator(".td-greeting p").evaluate("e => getComputedStyle(e).direction")
+        assert english == "ltr"

@@ -191,7 +191,7 @@
   var errorBox = el("div", { className: "td-error", role: "alert", hidden: true });
   var input = el("textarea", {
     id: "tierdesk-input", className: "td-input", rows: "1", maxlength: String(MAX_CHARS),
-    placeholder: "Type your question", "aria-label": "Your message"
+    placeholder: "Type your question", "aria-label": "Your message", dir: "auto"
   });
   var sendButton = el("button", {
     className: "td-send", type: "submit", "aria-label": "Send message", text: "Send"
@@ -229,7 +229,7 @@
   function renderCustomer(text) {
     return addBubble(el("div", { className: "td-msg td-msg--customer" }, [
       el("span", { className: "td-vh", text: "You said: " }),
-      el("p", { className: "td-text", text: text })
+      el("p", { className: "td-text", dir: "auto", text: text })
     ]));
   }
 
@@ -338,7 +338,7 @@
       el("span", { className: "td-author", text: NAME + " team" })
     ]);
     if (message.text) {
-      bubble.appendChild(el("p", { className: "td-text", text: message.text }));
+      bubble.appendChild(el("p", { className: "td-text", dir: "auto", text: message.text }));
     }
     if (message.html && message.article) {
       bubble.appendChild(articleFragment(message.html));
