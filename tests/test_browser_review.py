@@ -147,6 +147,29 @@ def test_a_message_whose_event_comes_during_a_read_is_read_after_it(reviewer_pag
     assert held == [200]
 
 
+def test_a_multi_line_question_is_taught_with_its_words_apart(
+    reviewer_page, app, db_url, console_kb, escalate_message
+):
+    """A text input drops line breaks from its value: "my card\nis lost" was offered (and
+    taught) as "my cardis lost"."""
+    email = _add_reviewer(db_url)
+    item_id = escalate_message("my card\nis lost\n\nplease help")
+    with serve_app(app) as url:
+        _log_in(reviewer_page, url, email)
+        reviewer_page.goto(f"{url}/console/items/{item_id}")
+        texts = reviewer_page.locator("section.teach input[name=text]")
+        assert texts.count() == 3
+        for i in range(3):
+            assert texts.nth(i).input_value() == "my card is lost please help"
+        teach = reviewer_page.locator("form:has(input[name=kind][value=intent])")
+        teach.locator("select[name=intent]").select_option("card_arrival")
+        teach.locator("button").click()
+        reviewer_page.wait_for_selector("text=Saved as a training example of card_arrival.")
+    with session_scope(db_url) as session:
+        taught = session.scalars(select(TrainingExample.text)).all()
+    assert taught == ["my card is lost please help"]
+
+
 @pytest.fixture
 def tiny_trained_app(tmp_path, db_url, redis_client, redis_prefix):
     """The app on the tiny bank FAQ with models trained for this test alone (it trains again,
