@@ -20,7 +20,7 @@ from fixtures_review import REVIEWER_PASSWORD, build_app
 from sqlalchemy import select
 
 from app.db import session_scope
-from app.models import Message, ReviewItem, TrainingExample
+from app.models import Article, Message, ReviewItem, TrainingExample
 
 pytestmark = pytest.mark.browser
 
@@ -168,6 +168,27 @@ def test_a_multi_line_question_is_taught_with_its_words_apart(
     with session_scope(db_url) as session:
         taught = session.scalars(select(TrainingExample.text)).all()
     assert taught == ["my card is lost please help"]
+
+
+def test_an_article_body_cannot_outgrow_what_the_server_takes(
+    reviewer_page, app, db_url, console_kb, escalate_message
+):
+    """The new article's body had no length limit in the page: a body over the server's
+    20,000 characters was refused after the submit, and the title and body typed were gone."""
+    email = _add_reviewer(db_url)
+    item_id = escalate_message("when does a card arrive")
+    with serve_app(app) as url:
+        _log_in(reviewer_page, url, email)
+        reviewer_page.goto(f"{url}/console/items/{item_id}")
+        form = reviewer_page.locator("form:has(input[name=kind][value=article])")
+        form.locator("input[name=title]").fill("Card delivery times")
+        form.locator("textarea[name=body]").fill("Cards arrive in five days. " * 1000)
+        assert len(form.locator("textarea[name=body]").input_value()) == 20_000
+        form.locator("button").click()
+        reviewer_page.wait_for_selector("text=Created the article “Card delivery times”.")
+    with session_scope(db_url) as session:
+        article = session.scalar(select(Article).where(Article.title == "Card delivery times"))
+    assert article is not None and len(article.body) <= 20_000
 
 
 @pytest.fixture
