@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from app.db import session_scope
 from app.models import Article, Message, ReviewItem, TrainingExample
+from app.services import get_review_queue
 
 pytestmark = pytest.mark.browser
 
@@ -189,6 +190,34 @@ def test_an_article_body_cannot_outgrow_what_the_server_takes(
     with session_scope(db_url) as session:
         article = session.scalar(select(Article).where(Article.title == "Card delivery times"))
     assert article is not None and len(article.body) <= 20_000
+
+
+def test_back_shows_the_item_as_it_is_now_not_as_the_browser_kept_it(
+    reviewer_page, app, db_url, make_reviewer, escalate_message
+):
+    """Console pages were kept by the browser (no Cache-Control): Back to an item that another
+    reviewer had claimed meanwhile still offered "Claim this item". After logging out, Back
+    must not show the customer's messages either."""
+    email = _add_reviewer(db_url)
+    other = make_reviewer("bo@example.com")
+    item_id = escalate_message("my card has not arrived")
+    with serve_app(app) as url:
+        _log_in(reviewer_page, url, email)
+        reviewer_page.goto(f"{url}/console/items/{item_id}")
+        reviewer_page.wait_for_selector("button:has-text('Claim this item')")
+        reviewer_page.click("nav >> text=Stats")
+        reviewer_page.wait_for_selector("h1:has-text('Review stats')")
+        with app.app_context():
+            assert get_review_queue().claim_item(item_id, other.id) is not None
+        reviewer_page.go_back()
+        reviewer_page.wait_for_selector("text=Claimed by bo@example.com")
+        assert reviewer_page.locator("button:has-text('Claim this item')").count() == 0
+
+        reviewer_page.click("button:has-text('Log out')")
+        reviewer_page.wait_for_selector("text=You are logged out.")
+        reviewer_page.go_back()
+        reviewer_page.wait_for_selector("button:has-text('Log in')")
+        assert "my card has not arrived" not in reviewer_page.content()
 
 
 @pytest.fixture

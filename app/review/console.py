@@ -100,6 +100,15 @@ def _guard() -> object | None:
     return None
 
 
+@bp.after_request
+def _no_store(response):
+    """Console pages show customers' messages and an item's state at one moment: a browser
+    must not keep them, so Back shows the item as it is now (not "You hold this item" after
+    it was answered) and nothing of them is left in the browser after logging out."""
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
 def _safe_next(target: str | None) -> str:
     """Only same-site console paths are followed after login (no open redirect)."""
     if target:
