@@ -220,6 +220,28 @@ def test_back_shows_the_item_as_it_is_now_not_as_the_browser_kept_it(
         assert "my card has not arrived" not in reviewer_page.content()
 
 
+def test_the_queue_fits_a_tablet_without_scrolling_sideways(browser, app, db_url, escalate_message):
+    """At 768 px (a tablet held upright) the queue's table was 9 px wider than the window, and
+    its "Customer asked" column was squeezed to a word or two per line."""
+    email = _add_reviewer(db_url)
+    for text in ("I want to talk to a person about my card " * 3, "verylongwordwithoutspaces" * 8):
+        escalate_message(text, reason="asked_for_human", intent="lost_or_stolen_card")
+    context = browser.new_context(viewport={"width": 768, "height": 1024})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        with serve_app(app) as url:
+            _log_in(page, url, email)
+            width, window = page.evaluate(
+                "[document.documentElement.scrollWidth, window.innerWidth]"
+            )
+            assert width <= window
+            excerpt = page.locator("td.excerpt").first.bounding_box()
+            assert excerpt["width"] >= 200
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def tiny_trained_app(tmp_path, db_url, redis_client, redis_prefix):
     """The app on the tiny bank FAQ with models trained for this test alone (it trains again,
