@@ -34,7 +34,10 @@ def public_message(session: Session, message: Message) -> dict[str, Any]:
     return message_payload(message, articles)
 
 
-def message_payload(message: Message, articles: dict[str, Article]) -> dict[str, Any]:
+def message_payload(
+    message: Message, articles: dict[str, Article], votes: dict[str, bool] | None = None
+) -> dict[str, Any]:
+    """``votes``: the customer's vote on each answer that has one (message id -> helpful)."""
     text, html, article = message.text, None, None
     linked = articles.get(message.article_slug or "")
     if message.role == "bot" and message.status != "answered":
@@ -57,4 +60,5 @@ def message_payload(message: Message, articles: dict[str, Article]) -> dict[str,
         "status": message.status if message.role == "bot" else None,
         "in_reply_to": message.in_reply_to,
         "created_at": iso(message.created_at),
+        "feedback": (votes or {}).get(message.id),
     }

@@ -141,6 +141,13 @@ def test_thumbs_down_on_an_answer_is_stored_and_brings_in_a_person(
         page.click(".td-feedback button[data-helpful=false]")
         page.wait_for_selector(".td-feedback--done")
         page.wait_for_selector(".td-pending:not([hidden])")
+        # After a reload the vote is shown as given, not offered again.
+        page.reload()
+        page.click("#tierdesk-launcher")
+        page.wait_for_selector(".td-msg--bot .td-feedback--done")
+        voted = page.locator(".td-feedback button[data-helpful=false]")
+        assert voted.get_attribute("aria-pressed") == "true" and voted.is_disabled()
+        assert page.locator(".td-feedback button[data-helpful=true]").is_disabled()
     [vote] = _rows(db_url, Feedback)
     assert vote.helpful is False
     assert {i.reason for i in _rows(db_url, ReviewItem) if i.status == "pending"} == {"not_helpful"}

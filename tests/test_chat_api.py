@@ -230,9 +230,24 @@ def test_a_not_helpful_vote_sends_the_question_to_a_person_once(client, db_url, 
     [item] = rows(db_url, ReviewItem, reason="not_helpful")
     assert item.message_id == answered["customer_id"]
     assert item.draft_message_id == answered["bot_id"] and item.intent == "card_arrival"
-    assert len(rows(db_url, Feedback)) == 2
+    # One vote per answer: the second changed it and added its comment
+    [vote] = rows(db_url, Feedback)
+    assert (vote.helpful, vote.comment) == (False, "still wrong")
     conversation = client.get(f"/api/v1/conversations/{answered['conversation_id']}").get_json()
     assert conversation["awaiting_person"] is True
+
+
+def test_voting_again_changes_the_vote_and_the_conversation_shows_it(client, db_url, answered):
+    url = f"/api/v1/messages/{answered['bot_id']}/feedback"
+    history = f"/api/v1/conversations/{answered['conversation_id']}"
+    assert {m["feedback"] for m in client.get(history).get_json()["messages"]} == {None}
+    client.post(url, json={"helpful": True, "comment": "thanks"})
+    client.post(url, json={"helpful": False})  # a reloaded page, another device
+    [vote] = rows(db_url, Feedback)
+    assert (vote.helpful, vote.comment) == (False, "thanks")
+    votes = {m["id"]: m["feedback"] for m in client.get(history).get_json()["messages"]}
+    assert votes.pop(answered["bot_id"]) is False
+    assert set(votes.values()) == {None} and answered["customer_id"] in votes
 
 
 def test_feedback_on_a_persons_reply_is_accepted(client, db_url, answered):

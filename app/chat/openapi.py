@@ -188,6 +188,7 @@ SCHEMAS: dict[str, Any] = {
             "status",
             "in_reply_to",
             "created_at",
+            "feedback",
         ],
         "additionalProperties": False,
         "properties": {
@@ -204,6 +205,11 @@ SCHEMAS: dict[str, Any] = {
             },
             "in_reply_to": _NULLABLE_STRING,
             "created_at": {"type": ["string", "null"], "format": "date-time"},
+            "feedback": {
+                "type": ["boolean", "null"],
+                "description": "The customer's vote on this answer (helpful or not), null "
+                "while there is none; voting again changes it.",
+            },
         },
     },
     "Conversation": {

@@ -433,6 +433,14 @@ def conversation_payload(session: Session, conversation: Conversation) -> dict[s
     )[::-1]
     slugs = {m.article_slug for m in messages if m.article_slug}
     articles = {a.slug: a for a in session.scalars(select(Article).where(Article.slug.in_(slugs)))}
+    answers = [m.id for m in messages if m.role != "customer"]
+    votes = dict(
+        session.execute(
+            select(Feedback.message_id, Feedback.helpful)
+            .where(Feedback.message_id.in_(answers))
+            .order_by(Feedback.id)  # one per answer; of rows stored twice, the last
+        ).all()
+    )
     waiting = awaiting_person(session, conversation.id)
     from flask import current_app
 
@@ -449,7 +457,7 @@ def conversation_payload(session: Session, conversation: Conversation) -> dict[s
             "email": bool(conversation.customer_email),
         },
         "created_at": iso(conversation.created_at),
-        "messages": [message_payload(m, articles) for m in messages],
+        "messages": [message_payload(m, articles, votes) for m in messages],
     }
 
 
@@ -463,13 +471,28 @@ class FeedbackOutcome:
 def record_feedback(
     session: Session, message: Message, helpful: bool, comment: str | None
 ) -> FeedbackOutcome:
-    """Store a vote on an answer; "not helpful" hands the question to a person (once)."""
+    """Store the customer's vote on an answer; "not helpful" hands the question to a person
+    (once). An answer has one vote: voting again (another device, a reloaded page) changes it,
+    keeping an earlier comment when the new vote has none, so the canary's thumbs-down rate
+    counts answers, not clicks."""
     from flask import current_app
 
     from app.notify.outbox import record_event
 
-    feedback = Feedback(message_id=message.id, helpful=helpful, comment=get_masker().mask(comment))
-    session.add(feedback)
+    masked = get_masker().mask(comment)
+    feedback = session.scalar(
+        select(Feedback)
+        .where(Feedback.message_id == message.id)
+        .order_by(Feedback.id.desc())  # rows stored twice before votes were one: the last
+        .limit(1)
+    )
+    if feedback is None:
+        feedback = Feedback(message_id=message.id, helpful=helpful, comment=masked)
+        session.add(feedback)
+    else:
+        feedback.helpful, feedback.created_at = helpful, utcnow()
+        if masked is not None:
+            feedback.comment = masked
     session.flush()
     conversation = session.get(Conversation, message.conversation_id)
     record_event(

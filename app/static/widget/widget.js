@@ -267,7 +267,8 @@
     return svg;
   }
 
-  function feedbackControls(messageId) {
+  // vote: the customer's stored vote (true, false) or null/undefined while there is none
+  function feedbackControls(messageId, vote) {
     var box = el("div", { className: "td-feedback", role: "group", "aria-label": "Was this helpful?" });
     var label = el("span", { className: "td-feedback-label", text: "Did this help?" });
     var yes = el("button", { type: "button", "data-helpful": "true", "aria-pressed": "false",
@@ -282,7 +283,19 @@
     box.appendChild(label);
     box.appendChild(yes);
     box.appendChild(no);
+    if (vote === true || vote === false) {
+      markVoted(box, vote ? yes : no); // given before a reload or on another device
+    }
     return box;
+  }
+
+  function markVoted(box, button) {
+    Array.prototype.forEach.call(box.querySelectorAll("button"), function (b) {
+      b.disabled = true;
+    });
+    button.setAttribute("aria-pressed", "true");
+    box.classList.add("td-feedback--done");
+    box.appendChild(el("span", { className: "td-feedback-thanks", text: "Thanks!" }));
   }
 
   function renderSuggestions(suggestions) {
@@ -317,7 +330,7 @@
       bubble.appendChild(sourceLink(article));
     }
     if (message.id) {
-      bubble.appendChild(feedbackControls(message.id));
+      bubble.appendChild(feedbackControls(message.id, message.feedback));
     }
     addBubble(bubble);
     revealStart(bubble);
@@ -346,7 +359,7 @@
     if (message.article) {
       bubble.appendChild(sourceLink(message.article));
     }
-    bubble.appendChild(feedbackControls(message.id));
+    bubble.appendChild(feedbackControls(message.id, message.feedback));
     if (!state.open) {
       badge.hidden = false;
     }
@@ -640,9 +653,7 @@
           showError(problem(result));
           return;
         }
-        button.setAttribute("aria-pressed", "true");
-        box.classList.add("td-feedback--done");
-        box.appendChild(el("span", { className: "td-feedback-thanks", text: "Thanks!" }));
+        markVoted(box, button);
         if (result.data.escalated) {
           renderNotice("Sorry that did not help. " + PENDING_TEXT);
         }
