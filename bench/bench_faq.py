@@ -261,6 +261,13 @@ def run(name: str, limit: int | None, make=None) -> dict:
         manifest = json.loads(
             (next((work / "models" / "versions").iterdir()) / "manifest.json").read_text()
         )
+        # The set's embedded Redis lives in its temporary folder: stop it (saving its data)
+        # before the folder goes, not at exit with the folder gone and other sets' servers.
+        from app.live.bus import stop_hubs
+        from app.redis_conn import stop_embedded
+
+        stop_hubs()
+        stop_embedded()
     n = len(queries) - unknown
     return {
         "set": name,
