@@ -242,6 +242,39 @@ def test_the_queue_fits_a_tablet_without_scrolling_sideways(browser, app, db_url
         context.close()
 
 
+def test_wide_tables_scroll_in_their_box_not_the_page(browser, app, db_url):
+    """The models page's ten-column table was 898 px wide at 768 px and the whole page
+    scrolled sideways (912-917 px); now the table scrolls in a box of its own."""
+    from app.models import ModelVersion
+
+    email = _add_reviewer(db_url)
+    manifest = {
+        "trained_at": "2024-05-01T12:00:00+00:00",
+        "metrics": {"router": {"val_accuracy": 0.91}},
+    }
+    with session_scope(db_url) as session:
+        session.add(
+            ModelVersion(version="20240501-120000-abcdef", status="active", manifest=manifest)
+        )
+    context = browser.new_context(viewport={"width": 768, "height": 1024})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        with serve_app(app) as url:
+            _log_in(page, url, email)
+            page.goto(f"{url}/console/models")
+            width, window = page.evaluate(
+                "[document.documentElement.scrollWidth, window.innerWidth]"
+            )
+            assert width <= window
+            box = page.locator(".scroll-x:has(#versions)")
+            inner, outer = box.evaluate("b => [b.scrollWidth, b.clientWidth]")
+            assert inner > outer  # the whole table is there, scrolled within its box
+            assert box.get_attribute("tabindex") == "0"  # and the keyboard can scroll it
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def tiny_trained_app(tmp_path, db_url, redis_client, redis_prefix):
     """The app on the tiny bank FAQ with models trained for this test alone (it trains again,
