@@ -277,3 +277,42 @@ def test_right_to_left_text_is_shown_right_to_left(page, make_app, db_url):
             assert direction == "rtl", selector
         english = page.locator(".td-greeting p").evaluate("e => getComputedStyle(e).direction")
         assert english == "ltr"
+
+
+def _focus_in_panel(page) -> bool:
+    return page.evaluate(
+        "document.getElementById('tierdesk-panel').contains(document.activeElement)"
+    )
+
+
+def test_on_a_phone_tab_stays_in_the_full_screen_panel(page, app):
+    """Below 480 px the panel covers the page: Tab and Shift+Tab wrap inside it instead of
+    reaching the links hidden behind it; beside the page (wider) Tab leaves as before."""
+    page.set_viewport_size({"width": 360, "height": 740})
+    with serve_app(app) as url:
+        page.goto(url)
+        page.focus("#tierdesk-launcher")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#tierdesk-panel:not([hidden])")
+        panel = page.locator("#tierdesk-panel")
+        assert panel.get_attribute("aria-modal") == "true"
+        for _ in range(8):  # more than the panel's controls: goes round at least once
+            page.keyboard.press("Tab")
+            assert _focus_in_panel(page)
+        page.focus("#tierdesk-input")
+        for _ in range(8):
+            page.keyboard.press("Shift+Tab")
+            assert _focus_in_panel(page)
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#tierdesk-panel", state="hidden")
+        assert page.evaluate("document.activeElement.id") == "tierdesk-launcher"
+        # Wider, the page stays usable beside the (non-modal) panel.
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#tierdesk-panel:not([hidden])")
+        assert panel.get_attribute("aria-modal") is None
+        left = False
+        for _ in range(8):
+            page.keyboard.press("Tab")
+            left = left or not _focus_in_panel(page)
+        assert left

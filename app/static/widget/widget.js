@@ -736,12 +736,65 @@
 
   // -- opening, closing, keyboard -----------------------------------------------------------------
 
+  // Below 480 px the open panel covers the whole page (widget.css): it is a modal dialog there
+  // and keeps the keyboard inside; beside a page that stays visible it is not.
+  var phone = window.matchMedia ? window.matchMedia("(max-width: 480px)") : null;
+
+  function covering() {
+    return state.open && !!phone && phone.matches;
+  }
+
+  function markModal() {
+    if (covering()) {
+      panel.setAttribute("aria-modal", "true");
+    } else {
+      panel.removeAttribute("aria-modal");
+    }
+  }
+
+  if (phone) {
+    if (phone.addEventListener) {
+      phone.addEventListener("change", markModal);
+    } else if (phone.addListener) {
+      phone.addListener(markModal);
+    }
+  }
+
+  function focusables() {
+    var all = panel.querySelectorAll("a[href], button, input, textarea, select, [tabindex]");
+    return Array.prototype.filter.call(all, function (node) {
+      return !node.disabled && node.tabIndex >= 0 && node.getClientRects().length > 0;
+    });
+  }
+
+  // Tab / Shift+Tab wrap round the panel's controls while it covers the page.
+  function keepFocusInside(event) {
+    if (event.key !== "Tab" || !covering()) {
+      return;
+    }
+    var list = focusables();
+    if (!list.length) {
+      return;
+    }
+    var first = list[0];
+    var last = list[list.length - 1];
+    var inside = panel.contains(document.activeElement);
+    if (event.shiftKey && (!inside || document.activeElement === first)) {
+      event.preventDefault();
+      last.focus();
+    } else if (!event.shiftKey && (!inside || document.activeElement === last)) {
+      event.preventDefault();
+      first.focus();
+    }
+  }
+
   function openPanel() {
     if (state.open) {
       return;
     }
     state.open = true;
     panel.hidden = false;
+    markModal();
     root.classList.add("td-root--open");
     launcher.setAttribute("aria-expanded", "true");
     launcher.setAttribute("aria-label", "Close chat with " + NAME);
@@ -756,6 +809,7 @@
     }
     state.open = false;
     panel.hidden = true;
+    markModal();
     root.classList.remove("td-root--open");
     launcher.setAttribute("aria-expanded", "false");
     launcher.setAttribute("aria-label", "Open chat with " + NAME);
@@ -776,6 +830,7 @@
       closePanel();
     }
   });
+  document.addEventListener("keydown", keepFocusInside);
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     var text = input.value;
