@@ -192,6 +192,31 @@ def test_an_article_body_cannot_outgrow_what_the_server_takes(
     assert article is not None and len(article.body) <= 20_000
 
 
+def test_a_refused_new_article_keeps_what_the_reviewer_typed(
+    reviewer_page, app, db_url, console_kb, escalate_message
+):
+    """A new article whose slug exists was refused with a redirect to the item page: the
+    title and answer typed were gone. Now the form comes back filled, with the error."""
+    email = _add_reviewer(db_url)
+    item_id = escalate_message("when does a card arrive")
+    body = "Cards arrive within five working days.\n\nTrack yours under **Cards**."
+    with serve_app(app) as url:
+        _log_in(reviewer_page, url, email)
+        reviewer_page.goto(f"{url}/console/items/{item_id}")
+        form = reviewer_page.locator("form:has(input[name=kind][value=article])")
+        form.locator("input[name=text]").fill("when will my card come")
+        form.locator("input[name=title]").fill("Card arrival")  # slug card-arrival: taken
+        form.locator("textarea[name=body]").fill(body)
+        form.locator("button").click()
+        form.locator("[role=alert]:has-text('card-arrival')").wait_for()
+        assert form.locator("input[name=text]").input_value() == "when will my card come"
+        assert form.locator("input[name=title]").input_value() == "Card arrival"
+        assert form.locator("textarea[name=body]").input_value() == body
+        assert reviewer_page.evaluate("document.activeElement.name") == "title"
+    with session_scope(db_url) as session:
+        assert session.scalars(select(Article.slug)).all() == ["card-arrival"]
+
+
 def test_back_shows_the_item_as_it_is_now_not_as_the_browser_kept_it(
     reviewer_page, app, db_url, make_reviewer, escalate_message
 ):

@@ -229,8 +229,47 @@ def test_teach_new_article(app, console, escalate_message, kb):
         f"/console/items/{item_id}/teach",
         data={"kind": "article", "text": "again", "title": "Freezing your card", "body": "x"},
     )
-    assert response.status_code == 302  # refused politely: the slug exists
-    assert "exists" in console.get(f"/console/items/{item_id}").get_data(as_text=True)
+    assert response.status_code == 400  # refused politely: the slug exists
+    assert "exists" in response.get_data(as_text=True)
+
+
+def test_a_refused_teach_form_comes_back_as_typed_and_nothing_is_stored(
+    app, console, escalate_message, kb
+):
+    """A refused form was answered with a redirect to the item page: the title, answer and
+    question the reviewer had typed were gone."""
+    item_id = escalate_message("where's my plastic")
+    with _db(app) as session:
+        revision = get_revision(session, KB_REVISION)
+    typed = {
+        "kind": "article",
+        "text": "is my <b>plastic</b> lost?",
+        "title": "Card arrival",  # its slug, card-arrival, is taken
+        "body": "Line one & two\n\n**three**",
+        "category": "request_refund",
+    }
+    response = console.post(f"/console/items/{item_id}/teach", data=typed)
+    assert response.status_code == 400
+    html = response.get_data(as_text=True)
+    assert "An article with the slug &#39;card-arrival&#39; exists" in html
+    assert 'value="is my &lt;b&gt;plastic&lt;/b&gt; lost?"' in html
+    assert 'name="title" value="Card arrival"' in html
+    assert ">Line one &amp; two\n\n**three**</textarea>" in html
+    assert '<option value="request_refund" selected>' in html
+
+    response = console.post(
+        f"/console/items/{item_id}/teach",
+        data={"kind": "intent", "text": "my plastic, where?", "intent": "made_up"},
+    )
+    assert response.status_code == 400
+    html = response.get_data(as_text=True)
+    assert "Unknown intent &#39;made_up&#39;." in html
+    assert 'value="my plastic, where?"' in html
+    assert html.count("where&#39;s my plastic") == 3  # the other forms still offer the question
+    with _db(app) as session:
+        assert session.scalars(select(TrainingExample)).all() == []
+        assert session.scalar(select(Article.slug).where(Article.slug != "card-arrival")) is None
+        assert get_revision(session, KB_REVISION) == revision
 
 
 def test_stats_page_draws_svg_charts(app, console, escalate_message):

@@ -279,9 +279,14 @@ def _renew(item: ReviewItem) -> None:
 
 @bp.get("/items/<int:item_id>")
 def item(item_id: int):
+    _renew(_item_or_404(item_id))
+    return _item_page(item_id)
+
+
+def _item_page(item_id: int, *, refused: dict | None = None, status: int = 200):
+    """The item page; ``refused``: a teach form the server refused, shown again as typed with
+    its error (``kind``, ``error`` and the form's fields)."""
     db = get_session()
-    review_item = _item_or_404(item_id)
-    _renew(review_item)
     review_item = _item_or_404(item_id)
     customer = db.get(Message, review_item.message_id)
     draft = service.draft_of(db, review_item)
@@ -314,8 +319,9 @@ def item(item_id: int):
         articles=articles,
         intents=service.known_intents(db),
         now=utcnow(),
+        refused=refused or {},
         **console_handoff.item_context(db, review_item),
-    )
+    ), status
 
 
 def _fill_titles(db, trace) -> None:
@@ -458,8 +464,12 @@ def teach(item_id: int):
         else:
             flash("Choose what to teach.", "error")
     except service.ReviewError as exc:
+        # Nothing is stored; the form comes back as typed (a redirect would lose it: a new
+        # article's body does not fit in the session cookie).
         db.rollback()
-        flash(str(exc), "error")
+        fields = ("text", "intent", "slug", "title", "body", "category")
+        refused = {key: form.get(key, "") for key in fields}
+        return _item_page(item_id, refused={**refused, "kind": kind, "error": str(exc)}, status=400)
     return _back(item_id)
 
 
