@@ -113,6 +113,7 @@ def test_person_takes_over_pushes_live_and_hands_back(contexts, trained_app, db_
         console.click("button:has-text('Claim next')")
         console.wait_for_selector("text=You hold this item")
         customer.wait_for_selector(".td-who:has-text('Ana from the')")
+        assert customer.locator(".td-handoff").is_hidden()  # a person is already here
 
         # 3. The customer's next message appears live in the console; the bot stays silent.
         customer.fill("#tierdesk-input", known)
@@ -138,6 +139,7 @@ def test_person_takes_over_pushes_live_and_hands_back(contexts, trained_app, db_
         console.wait_for_selector("text=The bot answers this conversation again.")
         customer.wait_for_selector(".td-msg--notice:has-text('assistant again')")
         assert customer.locator(".td-who").is_hidden()
+        assert customer.locator(".td-handoff").is_visible()
         customer.fill("#tierdesk-input", known)
         customer.keyboard.press("Enter")
         customer.wait_for_selector(".td-msg--bot .td-source")

@@ -316,3 +316,34 @@ def test_on_a_phone_tab_stays_in_the_full_screen_panel(page, app):
             page.keyboard.press("Tab")
             left = left or not _focus_in_panel(page)
         assert left
+
+
+def test_talk_to_a_person_is_not_offered_while_a_person_is_coming_or_answering(
+    page, make_app, db_url
+):
+    from app.models import Conversation
+
+    with serve_app(make_app(LIVE_STREAMS=False)) as url:  # state changes arrive by polling
+        _open_widget(page, url)
+        handoff = page.locator(".td-handoff")
+        assert handoff.is_visible()
+        handoff.click()
+        page.wait_for_selector(".td-pending:not([hidden])")
+        assert handoff.is_hidden()
+        assert page.evaluate("document.activeElement.id") == "tierdesk-input"
+        [item] = _rows(db_url, ReviewItem)
+        with session_scope(db_url) as session:  # a reviewer claims it
+            session.get(Conversation, item.conversation_id).status = "with_person"
+            session.get(ReviewItem, item.id).status = "claimed"
+        page.wait_for_selector(".td-who:not([hidden])")
+        assert handoff.is_hidden()
+        page.reload()  # a reloaded page knows it too
+        page.click("#tierdesk-launcher")
+        page.wait_for_selector(".td-who:not([hidden])")
+        assert handoff.is_hidden()
+        with session_scope(db_url) as session:  # ... and hands back to the bot
+            session.get(Conversation, item.conversation_id).status = "bot"
+            session.get(ReviewItem, item.id).status = "resolved"
+        page.wait_for_selector(".td-who", state="hidden")
+        handoff.wait_for(state="visible")
+        assert page.locator(".td-pending").is_hidden()

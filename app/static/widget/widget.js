@@ -393,8 +393,19 @@
     errorBox.hidden = !text;
   }
 
+  // "Talk to a person" is offered only while the bot answers: not while the customer waits for
+  // a person (the pending line) or a person answers (who).
+  function offerHandoff() {
+    var waiting = !pending.hidden || !who.hidden;
+    if (waiting && document.activeElement === handoffButton) {
+      input.focus(); // not lost to the page when the focused button goes
+    }
+    handoffButton.hidden = waiting;
+  }
+
   function setPending(on) {
     pending.hidden = !on || !who.hidden;
+    offerHandoff();
     if (on) {
       listen();
       offerEmail();
@@ -428,6 +439,7 @@
       state.emailOffered = true;
       removeEmailForm();
     }
+    offerHandoff();
   }
 
   function onLiveEvent(event) {
@@ -451,6 +463,7 @@
         setPending(false);
       } else {
         pending.hidden = !who.hidden;
+        offerHandoff();
       }
     }
   }
@@ -849,6 +862,7 @@
   handoffButton.addEventListener("click", function () {
     var text = input.value.trim();
     input.value = "";
+    input.focus(); // the button goes while a person is on the way
     send(text || "I would like to talk to a person, please.", true);
   });
 
