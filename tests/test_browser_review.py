@@ -217,6 +217,32 @@ def test_a_refused_new_article_keeps_what_the_reviewer_typed(
         assert session.scalars(select(Article.slug)).all() == ["card-arrival"]
 
 
+def test_an_expired_lease_says_the_item_went_back_and_offers_to_claim_it(
+    reviewer_page, make_app, db_url
+):
+    """The countdown said "reload to renew" once the lease ran out; but an expired claim is
+    free for anyone and goes back to the queue, and reloading then offered "Claim this item"."""
+    from fixtures_review import escalate_in
+
+    app = make_app(REVIEW_LEASE_SECONDS=3)
+    email = _add_reviewer(db_url)
+    item_id = escalate_in(app, "my card has not arrived")
+    with serve_app(app) as url:
+        _log_in(reviewer_page, url, email)
+        _claim_next(reviewer_page)
+        assert reviewer_page.locator("form.reclaim").is_hidden()
+        reviewer_page.wait_for_selector(".countdown:has-text('lease expired')", timeout=10_000)
+        countdown = reviewer_page.text_content(".countdown")
+        assert "went back to the queue" in countdown and "reload" not in countdown
+        reviewer_page.click("form.reclaim button:has-text('Claim it again')")
+        reviewer_page.wait_for_selector(".countdown:has-text('s left')")
+        assert f"/console/items/{item_id}" in reviewer_page.url
+        assert reviewer_page.locator("form.reclaim").is_hidden()
+    with session_scope(db_url) as session:
+        item = session.get(ReviewItem, item_id)
+        assert item.status == "claimed" and item.claimed_by is not None
+
+
 def test_back_shows_the_item_as_it_is_now_not_as_the_browser_kept_it(
     reviewer_page, app, db_url, make_reviewer, escalate_message
 ):

@@ -170,6 +170,19 @@ def test_another_reviewer_cannot_act_on_a_held_item(app, console, escalate_messa
     assert item_row(app, item_id).status == "claimed"
 
 
+def test_claiming_an_item_i_still_hold_renews_it(app, console, escalate_message):
+    """ "Claim it again" (shown when the page's countdown ran out) on a lease that is still
+    mine, renewed from another tab or with the browser's clock ahead, is not "not free"."""
+    item_id = escalate_message()
+    assert _claim(console) == item_id
+    before = item_row(app, item_id).lease_expires_at
+    response = console.post(f"/console/items/{item_id}/claim")
+    assert response.headers["Location"].endswith(f"/console/items/{item_id}")
+    page = console.get(f"/console/items/{item_id}").get_data(as_text=True)
+    assert "not free" not in page and "You hold this item" in page
+    assert item_row(app, item_id).lease_expires_at >= before
+
+
 def test_release_puts_the_item_back(app, console, escalate_message):
     item_id = escalate_message()
     _claim(console)

@@ -344,8 +344,11 @@ def _back(item_id: int):
 
 @bp.post("/items/<int:item_id>/claim")
 def claim_item(item_id: int):
-    _item_or_404(item_id)
-    if get_review_queue().claim_item(item_id, g.reviewer.id) is None:
+    review_item = _item_or_404(item_id)
+    expires = review_item.lease_expires_at
+    if _held_by_me(review_item) and expires and expires > utcnow():
+        _renew(review_item)  # "Claim it again" on a lease another tab of mine renewed
+    elif get_review_queue().claim_item(item_id, g.reviewer.id) is None:
         flash("This item is not free: it was resolved or another reviewer holds it.")
     else:
         _take_over(item_id)

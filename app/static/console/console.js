@@ -9,12 +9,19 @@
   var leaseOut = document.querySelector(".countdown");
   if (leaseNode && leaseOut) {
     var expires = Date.parse(leaseNode.getAttribute("datetime"));
+    var reclaim = document.querySelector("form.reclaim");
     var tick = function () {
       var left = Math.round((expires - Date.now()) / 1000);
-      leaseOut.textContent = left > 0
-        ? "(" + Math.floor(left / 60) + " min " + (left % 60) + " s left)"
-        : "(lease expired: reload to renew, another reviewer may take it)";
-      if (left > 0) { window.setTimeout(tick, 1000); }
+      if (left > 0) {
+        leaseOut.textContent = "(" + Math.floor(left / 60) + " min " + (left % 60) + " s left)";
+        window.setTimeout(tick, 1000);
+        return;
+      }
+      // An expired claim is free: the next "Claim next" of any reviewer may take it, and the
+      // reconciler puts it back in the queue. Reloading does not renew it then.
+      leaseOut.textContent = "(lease expired: the item went back to the queue, where another " +
+        "reviewer may take it; claim it again to go on)";
+      if (reclaim) { reclaim.hidden = false; }
     };
     if (!isNaN(expires)) { tick(); }
   }
