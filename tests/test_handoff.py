@@ -259,6 +259,52 @@ def test_reply_and_stay_needs_the_claim(app, client, console):
     assert ("agent", "hi") not in _messages(app, cid)
 
 
+def test_reply_and_stay_after_another_reviewer_took_the_lease_names_them(
+    app, client, console, make_reviewer
+):
+    """A reply after another reviewer took the item (this reviewer's lease had run out) was
+    answered "Claim this item before you answer": claiming was not possible, and who held the
+    item went unsaid. (test_reply_and_stay_needs_the_claim pins that wording for an item
+    nobody holds.)"""
+    from app.services import get_review_queue
+
+    cid = _chat(client, "help")["conversation_id"]
+    [item] = _items(app, cid)
+    console.post("/console/claim")
+    bo = make_reviewer("bo@example.com")
+    with _db(app) as session:  # the lease runs out; Bo claims the item
+        session.execute(
+            update(ReviewItem)
+            .where(ReviewItem.id == item.id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    with app.app_context():
+        assert get_review_queue().claim_item(item.id, bo.id) is not None
+    response = console.post(
+        f"/console/items/{item.id}/reply",
+        data={"text": "still here", "then": "with_person"},
+        follow_redirects=True,
+    )
+    page = response.get_data(as_text=True)
+    assert "Another reviewer, bo@example.com, holds this item now" in page
+    assert "Claim this item before you answer" not in page
+    assert ("agent", "still here") not in _messages(app, cid)
+    assert item_row(app, item.id).claimed_by == bo.id
+
+
+def test_reply_and_stay_on_a_closed_item_says_it_is_closed(app, client, console):
+    cid = _chat(client, "help")["conversation_id"]
+    [item] = _items(app, cid)
+    console.post(f"/console/items/{item.id}/discard", data={"reason": "spam"})
+    response = console.post(
+        f"/console/items/{item.id}/reply",
+        data={"text": "hi", "then": "with_person"},
+        follow_redirects=True,
+    )
+    assert "This item is discarded already" in response.get_data(as_text=True)
+    assert ("agent", "hi") not in _messages(app, cid)
+
+
 # -- conversations left with a person -------------------------------------------------------------
 
 

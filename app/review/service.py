@@ -25,6 +25,7 @@ from app.models import (
     Conversation,
     Intent,
     Message,
+    Reviewer,
     ReviewItem,
     TrainingExample,
     next_seq,
@@ -359,7 +360,7 @@ def _reply_and_stay(
 ) -> Message:
     session.refresh(item)
     if not _holds(item, reviewer_id):
-        raise ReviewError("Claim this item before you answer in the conversation.")
+        raise ReviewError(_not_held(session, item))
     reply = _agent_message(session, item, reviewer_id, text)
     item.reply_message_id = reply.id
     if item.draft_unchanged is None:
@@ -369,6 +370,17 @@ def _reply_and_stay(
     session.commit()
     _renew_lease(queue, item.id, reviewer_id)
     return reply
+
+
+def _not_held(session: Session, item: ReviewItem) -> str:
+    """Why a reviewer who does not hold ``item`` cannot answer in its conversation."""
+    if item.status == ReviewStatus.CLAIMED:  # another reviewer's (see _holds)
+        holder = session.get(Reviewer, item.claimed_by) if item.claimed_by else None
+        who = f"Another reviewer, {holder.email}," if holder else "Another reviewer"
+        return f"{who} holds this item now; your reply was not sent."
+    if item.status not in OPEN_STATUSES:
+        return f"This item is {item.status} already; your reply was not sent."
+    return "Claim this item before you answer in the conversation."
 
 
 def _renew_lease(queue: ReviewQueue | None, item_id: int, reviewer_id: int) -> None:
