@@ -347,3 +347,30 @@ def test_talk_to_a_person_is_not_offered_while_a_person_is_coming_or_answering(
         page.wait_for_selector(".td-who", state="hidden")
         handoff.wait_for(state="visible")
         assert page.locator(".td-pending").is_hidden()
+
+
+def test_the_message_box_grows_with_the_message_up_to_a_few_lines(page, app, db_url):
+    with serve_app(app) as url:
+        _open_widget(page, url)
+        box = page.locator("#tierdesk-input")
+        one_line = box.bounding_box()["height"]
+        page.keyboard.type("first line")
+        page.keyboard.press("Shift+Enter")  # a new line, not a send
+        page.keyboard.type("second line")
+        two_lines = box.bounding_box()["height"]
+        assert two_lines > one_line + 10
+        for n in range(8):
+            page.keyboard.press("Shift+Enter")
+            page.keyboard.type(f"line {n}")
+        tall = box.bounding_box()["height"]
+        assert two_lines < tall <= 121  # a few lines, then it scrolls
+        assert box.evaluate("e => e.scrollHeight > e.clientHeight")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(".td-msg--notice")
+        assert box.input_value() == ""
+        assert abs(box.bounding_box()["height"] - one_line) < 1
+        # A long line wraps and the box grows with it too.
+        box.fill("word " * 40)
+        assert box.bounding_box()["height"] > one_line + 10
+    [customer] = [m for m in _rows(db_url, Message) if m.role == "customer"]
+    assert customer.text.startswith("first line\nsecond line\nline 0")

@@ -648,8 +648,22 @@
     }
     customerBubble.classList.add("td-failed");
     if (!input.value.trim()) {
-      input.value = text;
+      setInput(text);
     }
+  }
+
+  // The box grows with its text up to its max-height (widget.css), then scrolls.
+  function fitInput() {
+    input.style.height = "";
+    var border = input.offsetHeight - input.clientHeight;
+    if (input.scrollHeight > input.clientHeight) {
+      input.style.height = input.scrollHeight + border + "px";
+    }
+  }
+
+  function setInput(text) {
+    input.value = text;
+    fitInput();
   }
 
   function sendFeedback(messageId, helpful, box, button) {
@@ -850,9 +864,10 @@
     if (!text.trim() || state.busy) {
       return;
     }
-    input.value = "";
+    setInput("");
     send(text, false);
   });
+  input.addEventListener("input", fitInput);
   input.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
@@ -861,7 +876,7 @@
   });
   handoffButton.addEventListener("click", function () {
     var text = input.value.trim();
-    input.value = "";
+    setInput("");
     input.focus(); // the button goes while a person is on the way
     send(text || "I would like to talk to a person, please.", true);
   });
