@@ -87,3 +87,18 @@ def test_search_treats_like_wildcards_literally(client, db_url, sample_articles)
     add_article(db_url, "fees-100", "Fees of 100% explained", "<p>Fees.</p>")
     html = client.get("/kb?q=100%25").get_data(as_text=True)
     assert "Fees of 100% explained" in html and "1 article " in html
+
+
+@pytest.mark.parametrize("path", ["/", "/kb", "/kb/card-arrival"])
+def test_demo_pages_declare_an_inline_svg_favicon(client, sample_articles, path):
+    """Without a declared icon browsers ask for /favicon.ico, a 404 here."""
+    import re
+    from urllib.parse import unquote
+    from xml.etree import ElementTree
+
+    page = client.get(path)
+    [href] = re.findall(r'<link rel="icon" type="image/svg\+xml" href="([^"]+)"', page.text)
+    assert href.startswith("data:image/svg+xml,")
+    svg = ElementTree.fromstring(unquote(href.split(",", 1)[1]))
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    assert "img-src 'self' data:" in page.headers["Content-Security-Policy"]  # not blocked
