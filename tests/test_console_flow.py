@@ -6,6 +6,7 @@ import re
 
 import pytest
 from fixtures_review import SAMPLE_TRACE, item_row
+from markupsafe import escape
 from sqlalchemy import select
 
 from app.db import session_scope
@@ -149,9 +150,35 @@ def test_empty_reply_is_refused(app, console, escalate_message):
     item_id = escalate_message()
     _claim(console)
     response = console.post(f"/console/items/{item_id}/reply", data={"text": "   "})
-    assert response.headers["Location"].endswith(f"/console/items/{item_id}")
+    assert response.status_code == 400  # the item page, with the error beside the reply
+    assert "The reply is empty." in response.get_data(as_text=True)
     assert item_row(app, item_id).status == "claimed"
-    assert "The reply is empty." in console.get(f"/console/items/{item_id}").get_data(as_text=True)
+
+
+def test_a_refused_reply_comes_back_as_typed(app, console, escalate_message, make_reviewer):
+    """A reply the server refuses is not lost: in the form while the item is held, to copy
+    when it is not (another reviewer took it while this one wrote a long answer)."""
+    from fixtures_review import ConsoleClient, csrf_from, login
+
+    item_id = escalate_message()
+    _claim(console)
+    long_reply = "Dear customer,\n" + "your new card is on its way. " * 140  # over 4,000
+    response = console.post(f"/console/items/{item_id}/reply", data={"text": long_reply})
+    page = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert "longer than 4000 characters" in page
+    assert '<textarea id="reply-text"' in page and escape(long_reply) in page
+    other = make_reviewer("bo@example.com")
+    client = app.test_client()
+    login(client, other.email, other.password)
+    bo = ConsoleClient(client, csrf_from(client.get("/console/").get_data(as_text=True)))
+    response = bo.post(f"/console/items/{item_id}/reply", data={"text": "My answer."})
+    page = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert "Your reply was not sent" in page and '<textarea id="reply-text"' not in page
+    assert "readonly>My answer.</textarea>" in page
+    with _db(app) as session:
+        assert not session.scalars(select(Message).where(Message.role == "agent")).all()
 
 
 def test_another_reviewer_cannot_act_on_a_held_item(app, console, escalate_message, make_reviewer):

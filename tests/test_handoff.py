@@ -253,9 +253,12 @@ def test_hand_back_without_a_reply_closes_the_item_as_handed_back(app, client, c
 def test_reply_and_stay_needs_the_claim(app, client, console):
     cid = _chat(client, "help")["conversation_id"]
     [item] = _items(app, cid)
-    console.post(f"/console/items/{item.id}/reply", data={"text": "hi", "then": "with_person"})
-    page = console.get(f"/console/items/{item.id}").get_data(as_text=True)
-    assert "Claim this item before you answer" in page
+    response = console.post(
+        f"/console/items/{item.id}/reply", data={"text": "hi", "then": "with_person"}
+    )
+    page = response.get_data(as_text=True)
+    assert response.status_code == 400
+    assert "Claim this item before you answer" in page and "readonly>hi</textarea>" in page
     assert ("agent", "hi") not in _messages(app, cid)
 
 

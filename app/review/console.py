@@ -389,25 +389,23 @@ def reply(item_id: int):
         ConversationState.RESOLVED,
     ):
         then = ConversationState.BOT
+    db = get_session()
+    try:
+        service.send_reply(
+            db, _item_or_404(item_id), g.reviewer.id, text, then=then, queue=get_review_queue()
+        )
+    except service.ReviewError as exc:
+        # Nothing was sent; the page comes back with the reply as typed (a lease that ran out
+        # must not cost the reviewer a long answer), in the form or, when the item is no longer
+        # theirs, to copy.
+        db.rollback()
+        refused = {"kind": "reply", "text": text, "error": str(exc)}
+        return _item_page(item_id, refused=refused, status=400)
     if then == ConversationState.WITH_PERSON:
-        db = get_session()
-        try:
-            service.send_reply(
-                db, _item_or_404(item_id), g.reviewer.id, text, then=then, queue=get_review_queue()
-            )
-        except service.ReviewError as exc:
-            db.rollback()
-            flash(str(exc), "error")
-        else:
-            flash("Sent. The conversation stays with you.")
+        flash("Sent. The conversation stays with you.")
         return _back(item_id)
-    return _act(
-        item_id,
-        lambda db, it: service.send_reply(
-            db, it, g.reviewer.id, text, then=then, queue=get_review_queue()
-        ),
-        "Reply sent to the customer.",
-    )
+    flash("Reply sent to the customer.")
+    return redirect(url_for("console.queue"))
 
 
 @bp.post("/items/<int:item_id>/article")
