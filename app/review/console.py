@@ -284,8 +284,8 @@ def item(item_id: int):
 
 
 def _item_page(item_id: int, *, refused: dict | None = None, status: int = 200):
-    """The item page; ``refused``: a teach form the server refused, shown again as typed with
-    its error (``kind``, ``error`` and the form's fields)."""
+    """The item page; ``refused``: a reply or teach form the server refused, shown again as
+    typed with its error (``kind``, ``error`` and the form's fields)."""
     db = get_session()
     review_item = _item_or_404(item_id)
     customer = db.get(Message, review_item.message_id)
