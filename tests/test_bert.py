@@ -237,6 +237,27 @@ def test_traced_single_query_path_equals_the_eager_encoder(quantize, monkeypatch
     assert not Encoder(default_bert_path(), quantize=False).traced
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_held_out_queries_are_embedded_as_live_ones(quantize):
+    """The held-out replay embeds its queries with ``encode_queries``: each must get the vector
+    a live query gets (``encode_one``), whatever it is batched with. An int8 model quantizes
+    activations with one scale per batch, so a plain batch would give the calibrator other
+    features than serving does."""
+    from app.nlp.bert import Encoder
+
+    encoder = Encoder(default_bert_path(), quantize=quantize)
+    texts = [
+        "hi",
+        "card not working",
+        "I was charged twice for the same cash withdrawal at an ATM abroad last weekend",
+        "how long does a transfer from another bank take to arrive in my account " * 3,
+    ]
+    live = np.stack([encoder.encode_one(t) for t in texts])
+    np.testing.assert_allclose(encoder.encode_queries(texts), live, atol=1e-5)
+    np.testing.assert_allclose(encoder.encode_queries(texts[::-1])[::-1], live, atol=1e-5)
+
+
 def test_tracing_the_encoder_logs_nothing(capfd):
     """The tracer reads every attribute of the model, and transformers warns about the training
     loss when ``loss_function`` is read: a serving process must not print that on start-up."""

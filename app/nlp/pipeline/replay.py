@@ -119,7 +119,10 @@ def replay_held_out(
     for number, (ft, model) in enumerate(zip(fasttext.models, bert.models, strict=True)):
         queries, truth, n_in_scope = plan.queries(number)
         held = plan.held_texts(number)
-        vectors = model.encoder.encode(queries, progress=progress and not plan.shared_encoder)
+        # embedded one by one, as the router embeds a live query (Encoder.encode_queries)
+        vectors = model.encoder.encode_queries(
+            queries, progress=progress and not plan.shared_encoder
+        )
         # development negatives that the fold's intents claim are not held out (splits.py);
         # the head's example memory is the fold's training texts (empty without a head)
         drop = claimed_negatives(vectors[n_in_scope:], model.memory, model.memory_labels)
