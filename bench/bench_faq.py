@@ -25,9 +25,9 @@ Data sets (``--set``):
   fewer than 10) are left out of the import and asked as the queries (never an answer's first
   question, its title, nor a question listed under two answers); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column) when given.
 
-    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE] [--limit N]   # default: every set
+    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE [--seed S]] [--limit N]
 
-Writes bench/out/faq-<set>.json and prints a Markdown table.
+(default: every set). Writes bench/out/faq-<set>.json and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -310,10 +310,18 @@ def main() -> None:
     parser.add_argument("--qna", type=Path, help="a QnA TSV export; 10%% of its rows are asked")
     parser.add_argument("--oos", type=Path, help="out-of-scope queries for --qna (CSV, text)")
     parser.add_argument("--limit", type=int, default=None, help="first N queries (smoke runs)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="which of each answer's questions --qna leaves out"
+    )
     args = parser.parse_args()
     jobs = [(name, None) for name in args.sets or ([] if args.qna else list(SETS))]
     if args.qna:
-        jobs.append((args.qna.stem, lambda work: qna_export(work, args.qna, args.oos)))
+        jobs.append(
+            (
+                args.qna.stem + (f"-seed{args.seed}" if args.seed else ""),
+                lambda work: qna_export(work, args.qna, args.oos, seed=args.seed),
+            )
+        )
     results = []
     for name, make in jobs:
         result = run(name, args.limit, make)
