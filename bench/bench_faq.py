@@ -27,7 +27,9 @@ Data sets (``--set``):
 
     .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE [--seed S]] [--limit N]
 
-(default: every set). Writes bench/out/faq-<set>.json and prints a Markdown table.
+Every set when none is named; ``--seed S`` draws another sample of an export's questions to
+ask (reported as ``<name>-seed<S>``). Writes bench/out/faq-<set>.json and prints a Markdown
+table.
 """
 
 from __future__ import annotations
