@@ -18,7 +18,8 @@ Data sets (``--set``):
   product's help centre: question and answer; with 5 alternate questions per entry), asked its
   ``queries.csv``; ``parcelpost-plain`` / ``parcelpost-alternates``: the same shapes in another
   domain, ``bench/datasets/parcelpost_faq`` (a parcel courier's, with many entries close to one
-  another).
+  another); ``voltwise-plain`` / ``voltwise-alternates``: a third, ``bench/datasets/voltwise_faq``
+  (a home energy supplier's).
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
 - ``--qna FILE``: any QnA TSV export of one row per question (Microsoft's chit-chat sets as
   shipped, say); a seeded 10% of each answer's questions (rounded down: none of an answer with
@@ -166,6 +167,8 @@ SETS = {
     "tasklane-alternates": faq_set("tasklane_faq", True),
     "parcelpost-plain": faq_set("parcelpost_faq", False),
     "parcelpost-alternates": faq_set("parcelpost_faq", True),
+    "voltwise-plain": faq_set("voltwise_faq", False),
+    "voltwise-alternates": faq_set("voltwise_faq", True),
     "chitchat": chitchat,
 }
 
