@@ -11,6 +11,7 @@
   and ``QnaId``.
 - XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
   it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
+- Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown: YAML front matter then the body; HTML pages (app.kb.html_pages). A folder is searched
   recursively for both. An FAQ page, in either, gives one article per question
   (app.kb.faq_pages).
@@ -33,6 +34,7 @@ import yaml
 from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
 from app.kb.html_pages import HTML_SUFFIXES, html_fragment, page_fields, parse_html
 from app.kb.qna import apply_metadata, group_questions, question_key
+from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
 from app.kb.textfiles import (
     ByteCounter,
@@ -753,6 +755,7 @@ def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteC
 READERS: dict[str, Reader] = {
     ".csv": read_csv,
     ".tsv": read_qna_tsv,
+    ".qna": read_qna_file,
     ".xlsx": read_xlsx,
     ".json": read_json,
     ".jsonl": read_jsonl,
