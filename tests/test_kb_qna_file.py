@@ -99,6 +99,16 @@ def test_indented_pairs_and_a_pair_without_a_source(db_url, write_kb_file):
     assert article.source == str(path)
 
 
+def test_an_empty_variation_line_is_skipped(db_url, write_kb_file):
+    path = write_kb_file(
+        "hours.qna", f"# ? Opening hours\n-\n- \n- When are you open?\n{FENCE}\n9 to 5.\n{FENCE}\n"
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (1, [])
+    (article,) = articles(db_url).values()
+    assert article.questions == ["When are you open?"]
+
+
 def test_a_question_under_two_answers_is_warned_of_at_its_own_line(db_url, write_kb_file):
     text = (
         f"# ? Hello\n- Good morning\n{FENCE}\nHello!\n{FENCE}\n\n"

@@ -41,7 +41,7 @@ __all__ = ["read_qna_file"]
 
 _QUESTION = re.compile(r"^\s*#+\s*\?\s*(.*?)\s*$")
 _HEADING = re.compile(r"^\s*#+(?:\s|$)")
-_ITEM = re.compile(r"^\s*[-*+]\s+(.*?)\s*$")
+_ITEM = re.compile(r"^\s*[-*+](?:\s+(.*?))?\s*$")
 _SECTION = re.compile(r"^\s*\*{2,3}\s*(filters|prompts)\s*:?\s*\*{2,3}\s*:?\s*$", re.I)
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w.+-]*)\s*$")
 _ANCHOR = re.compile(r"""^\s*<a\s+id\s*=\s*["']?([^"'\s/>]*)["']?\s*(?:/>|>\s*</a>)\s*$""", re.I)
@@ -149,7 +149,8 @@ def read_qna_file(
             section = "alterations"
             note_once("alterations", number, "QnA alterations (synonym lists) are not stored")
         elif item := _ITEM.match(raw):
-            _item(item.group(1), number, section, pair, error)
+            if item.group(1):  # an empty '-' line lists nothing
+                _item(item.group(1), number, section, pair, error)
         elif reference := _REFERENCE.match(raw):
             problems.note(
                 display,
