@@ -21,16 +21,17 @@ Data sets (``--set``):
   another); ``voltwise-plain`` / ``voltwise-alternates``: a third, ``bench/datasets/voltwise_faq``
   (a home energy supplier's).
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
-- ``--qna FILE``: any QnA TSV export of one row per question (Microsoft's chit-chat sets as
-  shipped, say); a seeded 10% of each answer's questions (rounded down: none of an answer with
+- ``--qna FILE``: any QnA TSV export of one row per question, or a Bot Framework ``.qna`` file
+  (Microsoft's chit-chat sets as shipped in either, say); a seeded 10% of each answer's questions (rounded down: none of an answer with
   fewer than 10) are left out of the import and asked as the queries (never an answer's first
   question, its title, nor a question listed under two answers); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column) when given.
 
-    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE [--seed S]] [--limit N]
+    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE [--seed S] [--any-question]] [--limit N]
 
 Every set when none is named; ``--seed S`` draws another sample of an export's questions to
-ask (reported as ``<name>-seed<S>``). Writes bench/out/faq-<set>.json and prints a Markdown
-table.
+ask (reported as ``<name>-seed<S>``); ``--any-question`` draws them from any of an answer's
+questions, as the product's held-out split does (reported as ``<name>-any``). Writes
+bench/out/faq-<set>.json and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -113,18 +114,28 @@ def chitchat(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
 
 
 def qna_export(
-    work: Path, path: Path, oos_csv: Path | None, hold_out: float = 0.1, seed: int = 0
+    work: Path,
+    path: Path,
+    oos_csv: Path | None,
+    hold_out: float = 0.1,
+    seed: int = 0,
+    any_question: bool = False,
 ) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
     """A QnA export with some of each answer's questions left out to be asked.
 
     The articles are the importer's own (``app.kb.readers.read_rows`` groups the rows as
     ``tierdesk kb import`` does); a left-out question is its row dropped from the copy that is
-    imported."""
+    imported. By default ``hold_out`` of each answer's questions, rounded down, never its first
+    (the title); with ``any_question`` the count is rounded at random (an answer of 14
+    questions gives one 40% of the time at 10%) and the first question may be asked too, the
+    next one kept becoming the article's title, as the product's own held-out split draws from
+    any of an intent's texts (``app.nlp.intent.stratified_split``)."""
     from app.kb.readers import read_rows
     from app.kb.textfiles import Problems
 
     problems = Problems()
-    grouped = [row for row in read_rows([(path, str(path))], problems, lambda n: None) if row.qna]
+    rows = read_rows([(path, str(path))], problems, lambda n: None)
+    grouped = [row for row in rows if row.question_lines]
     if problems.messages:
         sys.exit("\n".join(problems.messages))
     articles_of: dict[str, int] = {}
@@ -135,11 +146,41 @@ def qna_export(
     asked: dict[int, str] = {}  # line of a left-out question -> its article's title
     for row in grouped:
         lines = row.question_lines or {}
-        candidates = [n for key, n in lines.items() if n != row.line and articles_of[key] == 1]
-        for n in rng.sample(candidates, min(len(candidates), int(len(lines) * hold_out))):
-            asked[n] = str(row.fields["title"])
+        if not any_question:
+            candidates = [n for key, n in lines.items() if n != row.line and articles_of[key] == 1]
+            for n in rng.sample(candidates, min(len(candidates), int(len(lines) * hold_out))):
+                asked[n] = str(row.fields["title"])
+            continue
+        questions = [str(row.fields["title"]), *map(str, row.fields.get("questions") or [])]
+        text_at: dict[int, str] = {}
+        for question in questions:
+            key = " ".join(question.split()).casefold()
+            if key in lines:
+                text_at.setdefault(lines[key], question)
+        candidates = [n for key, n in lines.items() if articles_of[key] == 1]
+        share = len(lines) * hold_out
+        count = int(share) + (rng.random() < share - int(share))
+        chosen = set(rng.sample(candidates, min(count, len(lines) - 1, len(candidates))))
+        title = text_at[min(n for n in text_at if n not in chosen)]
+        asked.update(dict.fromkeys(chosen, title))
     kb = work / path.name
-    queries = []
+    queries: list[tuple[str, str]] = []
+    if path.suffix.lower() == ".qna":
+        _drop_qna_lines(path, kb, asked, queries)
+    else:
+        _drop_tsv_rows(path, kb, asked, queries)
+    oos = [r["text"] for r in _read_csv(oos_csv)] if oos_csv else []
+    described = {
+        "kb": f"{path.name} without the queries",
+        "queries": f"{hold_out:.0%} of its questions",
+    }
+    return kb, queries, oos, described
+
+
+def _drop_tsv_rows(
+    path: Path, kb: Path, asked: dict[int, str], queries: list[tuple[str, str]]
+) -> None:
+    """Copy a QnA TSV without the rows that start on an asked line; those become queries."""
     with (
         path.open(newline="", encoding="utf-8-sig") as src,
         kb.open("w", newline="", encoding="utf-8") as out,
@@ -156,9 +197,19 @@ def qna_export(
             else:
                 writer.writerow(cells)
             line = reader.line_num + 1
-    oos = [r["text"] for r in _read_csv(oos_csv)] if oos_csv else []
-    described = {"kb": f"{path.name} without the queries", "queries": f"{hold_out:.0%} of its rows"}
-    return kb, queries, oos, described
+
+
+def _drop_qna_lines(
+    path: Path, kb: Path, asked: dict[int, str], queries: list[tuple[str, str]]
+) -> None:
+    """Copy a Bot Framework .qna file without the asked variation lines ('- question')."""
+    kept = []
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
+        if number in asked:
+            queries.append((line.strip()[1:].strip(), asked[number]))
+        else:
+            kept.append(line)
+    kb.write_text("\n".join(kept) + "\n", encoding="utf-8")
 
 
 SETS = {
@@ -312,19 +363,30 @@ def table(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", dest="sets", action="append", choices=sorted(SETS))
-    parser.add_argument("--qna", type=Path, help="a QnA TSV export; 10%% of its rows are asked")
+    parser.add_argument(
+        "--qna", type=Path, help="a QnA TSV or .qna export; 10%% of its questions are asked"
+    )
     parser.add_argument("--oos", type=Path, help="out-of-scope queries for --qna (CSV, text)")
     parser.add_argument("--limit", type=int, default=None, help="first N queries (smoke runs)")
     parser.add_argument(
         "--seed", type=int, default=0, help="which of each answer's questions --qna leaves out"
+    )
+    parser.add_argument(
+        "--any-question",
+        action="store_true",
+        help="--qna may ask an answer's first question too, and rounds each count at random",
     )
     args = parser.parse_args()
     jobs = [(name, None) for name in args.sets or ([] if args.qna else list(SETS))]
     if args.qna:
         jobs.append(
             (
-                args.qna.stem + (f"-seed{args.seed}" if args.seed else ""),
-                lambda work: qna_export(work, args.qna, args.oos, seed=args.seed),
+                args.qna.stem
+                + (f"-seed{args.seed}" if args.seed else "")
+                + ("-any" if args.any_question else ""),
+                lambda work: qna_export(
+                    work, args.qna, args.oos, seed=args.seed, any_question=args.any_question
+                ),
             )
         )
     results = []
