@@ -137,8 +137,8 @@ def read_qna_file(
             directive = _DIRECTIVE.match(raw)
             if directive and directive.group(1).casefold() == "qna.pair.source":
                 source = directive.group(2) or None
-        elif anchor := _ANCHOR.match(raw):
-            del anchor  # the pair's id: prompts link to it, and prompts are not stored
+        elif _ANCHOR.match(raw):
+            pass  # the next pair's id: prompts link to it, and prompts are not stored
         elif heading := _SECTION.match(raw):
             section = heading.group(1).casefold()
             if pair is None:
