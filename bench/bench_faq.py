@@ -22,11 +22,14 @@ Data sets (``--set``):
   (a home energy supplier's).
 - ``chitchat``: ``bench/datasets/chitchat_qna/chitchat.tsv`` as Microsoft ships such exports.
 - ``--qna FILE``: any QnA TSV export of one row per question, or a Bot Framework ``.qna`` file
-  (Microsoft's chit-chat sets as shipped in either, say); a seeded 10% of each answer's questions (rounded down: none of an answer with
-  fewer than 10) are left out of the import and asked as the queries (never an answer's first
-  question, its title, nor a question listed under two answers); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column) when given.
+  (Microsoft's chit-chat sets as shipped in either, say); a seeded 10% of each answer's
+  questions (rounded down: none of an answer with fewer than 10) are left out of the import and
+  asked as the queries (never an answer's first question, its title, nor a question listed
+  under two answers); out-of-scope queries from ``--oos FILE`` (a CSV with a ``text`` column)
+  when given.
 
-    .venv/bin/python bench/bench_faq.py [--set NAME ...] [--qna FILE [--seed S] [--any-question]] [--limit N]
+    .venv/bin/python bench/bench_faq.py [--set NAME ...]
+        [--qna FILE [--seed S] [--any-question]] [--limit N]
 
 Every set when none is named; ``--seed S`` draws another sample of an export's questions to
 ask (reported as ``<name>-seed<S>``); ``--any-question`` draws them from any of an answer's
@@ -130,6 +133,7 @@ def qna_export(
     questions gives one 40% of the time at 10%) and the first question may be asked too, the
     next one kept becoming the article's title, as the product's own held-out split draws from
     any of an intent's texts (``app.nlp.intent.stratified_split``)."""
+    from app.kb.qna import question_key
     from app.kb.readers import read_rows
     from app.kb.textfiles import Problems
 
@@ -144,29 +148,30 @@ def qna_export(
             articles_of[key] = articles_of.get(key, 0) + 1
     rng = random.Random(seed)
     asked: dict[int, str] = {}  # line of a left-out question -> its article's title
+    text_at: dict[int, str] = {}  # line -> the question listed there
+    retitled: dict[int, int] = {}  # an asked title's line -> the line of the title kept instead
     for row in grouped:
         lines = row.question_lines or {}
+        for question in [str(row.fields["title"]), *map(str, row.fields.get("questions") or [])]:
+            if question_key(question) in lines:
+                text_at.setdefault(lines[question_key(question)], question)
         if not any_question:
             candidates = [n for key, n in lines.items() if n != row.line and articles_of[key] == 1]
             for n in rng.sample(candidates, min(len(candidates), int(len(lines) * hold_out))):
                 asked[n] = str(row.fields["title"])
             continue
-        questions = [str(row.fields["title"]), *map(str, row.fields.get("questions") or [])]
-        text_at: dict[int, str] = {}
-        for question in questions:
-            key = " ".join(question.split()).casefold()
-            if key in lines:
-                text_at.setdefault(lines[key], question)
         candidates = [n for key, n in lines.items() if articles_of[key] == 1]
         share = len(lines) * hold_out
         count = int(share) + (rng.random() < share - int(share))
         chosen = set(rng.sample(candidates, min(count, len(lines) - 1, len(candidates))))
-        title = text_at[min(n for n in text_at if n not in chosen)]
-        asked.update(dict.fromkeys(chosen, title))
+        kept = min(n for n in lines.values() if n not in chosen)
+        if row.line in chosen:
+            retitled[row.line] = kept
+        asked.update(dict.fromkeys(chosen, text_at[kept]))
     kb = work / path.name
     queries: list[tuple[str, str]] = []
     if path.suffix.lower() == ".qna":
-        _drop_qna_lines(path, kb, asked, queries)
+        _drop_qna_lines(path, kb, asked, text_at, retitled, queries)
     else:
         _drop_tsv_rows(path, kb, asked, queries)
     oos = [r["text"] for r in _read_csv(oos_csv)] if oos_csv else []
@@ -200,14 +205,24 @@ def _drop_tsv_rows(
 
 
 def _drop_qna_lines(
-    path: Path, kb: Path, asked: dict[int, str], queries: list[tuple[str, str]]
+    path: Path,
+    kb: Path,
+    asked: dict[int, str],
+    text_at: dict[int, str],
+    retitled: dict[int, int],
+    queries: list[tuple[str, str]],
 ) -> None:
-    """Copy a Bot Framework .qna file without the asked variation lines ('- question')."""
+    """Copy a Bot Framework .qna file without the asked questions' lines. An asked title's
+    heading ('# ? ...') is kept, naming the question that becomes the title, and that
+    question's own '- ...' line goes."""
+    promoted = set(retitled.values())
     kept = []
     for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         if number in asked:
-            queries.append((line.strip()[1:].strip(), asked[number]))
-        else:
+            queries.append((text_at[number], asked[number]))
+        if number in retitled:
+            kept.append(f"# ? {text_at[retitled[number]]}")
+        elif number not in asked and number not in promoted:
             kept.append(line)
     kb.write_text("\n".join(kept) + "\n", encoding="utf-8")
 

@@ -186,11 +186,11 @@ def _item(text: str, number: int, section: str | None, pair: _Pair | None, error
 
 
 def _row(pair: _Pair, display: str, problems: Problems) -> Iterator[SourceRow]:
-    if pair.answer is None and not pair.broken:
+    if pair.broken:  # its errors are said already
+        return
+    if pair.answer is None:
         problems.add(display, pair.line, "the question has no answer (a fenced ``` block after "
                                          "its questions and filters)")  # fmt: skip
-        return
-    if pair.broken or pair.answer is None:
         return
     lines: dict[str, int] = {}
     questions: list[str] = []
