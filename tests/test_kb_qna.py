@@ -814,9 +814,23 @@ def test_alternate_questions_spread_over_numbered_columns_are_read_together(db_u
         ),
         encoding="utf-8",
     )
-    report = run_import(db_url, [csv_path, numbered, json_path])
-    assert (report.created, report.rejected, report.notes) == (3, 0, [])
+    # other tools' names for them: Dialogflow's training phrases, Lex's and LUIS's utterances
+    named = tmp_path / "named.csv"
+    named.write_text(
+        "Question,Answer,Paraphrased questions,Training phrases,Sample utterances,Utterance 4\n"
+        "Where is my invoice?,Invoices are under Billing.,find my invoice,invoice location,"
+        "get last month's bill,download receipt\n",
+        encoding="utf-8",
+    )
+    report = run_import(db_url, [csv_path, numbered, json_path, named])
+    assert (report.created, report.rejected, report.notes) == (4, 0, [])
     stored = articles(db_url)
+    assert stored["where-is-my-invoice"].questions == [
+        "find my invoice",
+        "invoice location",
+        "get last month's bill",
+        "download receipt",
+    ]
     assert stored["how-do-i-export-a-board"].questions == [
         "export my board",
         "download a board",

@@ -76,12 +76,14 @@ ALIASES = {
 # questions", "alternate_questions" and "alternateQuestions" are one name.
 _ALIAS_KEYS = {re.sub(r"[^a-z0-9]", "", alias): name for alias, name in ALIASES.items()}
 # Alternate questions spread over several columns, numbered or not: "Alternate question 1",
-# "alt_question_2", "Paraphrase 3", "Similar question", "Question 2" (a numbered question column
-# other than the title's).
+# "alt_question_2", "Paraphrase 3", "Similar question", "Paraphrased questions", "Sample
+# utterances", "Training phrases" (Dialogflow's name), "Utterances" (Lex's and LUIS's), "Question
+# 2" (a numbered question column other than the title's).
 _ALTERNATE_COLUMN = re.compile(
-    r"(?:(?:alt|alternate|alternative|similar|other|additional|extra|more)"
-    r"(?:questions?|phrasings?|query|queries|utterances?)"
-    r"|(?:question)?(?:paraphrase|variant|variation|rephrasing)s?)\d*"
+    r"(?:(?:alt|alternate|alternative|similar|other|additional|extra|more|paraphrased"
+    r"|rephrased|reworded|sample|example|training)"
+    r"(?:questions?|phrasings?|phrases?|query|queries|utterances?)"
+    r"|(?:question)?(?:paraphrase|variant|variation|rephrasing)s?|utterances?)\d*"
     r"|question\d+"
 )
 _NUMBERED_QUESTION = re.compile(r"question(\d+)")
