@@ -151,7 +151,7 @@ class FastTextIntent:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")
-            model = fasttext.train_supervised(input=path, **p.fasttext_kwargs())
+            model = _compact(fasttext.train_supervised(input=path, **p.fasttext_kwargs()))
         finally:
             os.unlink(path)
         names = sorted({lab.replace(" ", "_") for lab in labels})
@@ -276,9 +276,7 @@ class FastTextIntent:
     def load(cls, folder: str | Path) -> FastTextIntent:
         folder = Path(folder)
         meta = json.loads((folder / META_FILE).read_text())
-        # fasttext.load_model prints a warning on stderr for supervised models; silence-free
-        # construction through the private class avoids it.
-        model = fasttext.FastText._FastText(model_path=str(folder / MODEL_FILE))
+        model = _load_model(folder / MODEL_FILE)
         return cls(
             model,
             meta["labels"],
@@ -286,3 +284,23 @@ class FastTextIntent:
             meta["version"],
             meta.get("metrics"),
         )
+
+
+def _load_model(path: str | Path):
+    # fasttext.load_model prints a warning on stderr for supervised models; silence-free
+    # construction through the private class avoids it.
+    return fasttext.FastText._FastText(model_path=str(path))
+
+
+def _compact(model):
+    """The same model, as loading it from disk builds it: a model fresh from training keeps
+    the word hash table sized for fastText's largest vocabulary (30 million entries, 114 MiB)
+    whatever its vocabulary, and loading sizes it to the words it has. Predictions are the
+    same; training keeps one model per held-out fold alive (30 of them on a small KB)."""
+    fd, path = tempfile.mkstemp(suffix=".bin", prefix="tierdesk-ft-")
+    os.close(fd)
+    try:
+        model.save_model(path)
+        return _load_model(path)
+    finally:
+        os.unlink(path)
