@@ -55,7 +55,7 @@ def test_router_tuner_and_replay_agree_on_every_held_out_query(db_url, nlp_conte
     with session_scope(db_url) as session:
         data = data_from_db(session, intents_dir)
     plan = plan_held_out(data, validation=None, val_fraction=VAL_FRACTION, seed=0)
-    fasttext = fit_fasttext(data, plan, seed=0, note=lambda _: None)
+    fasttext = fit_fasttext(data, plan, seed=0, note=lambda _: None, keep_models=True)
     bert = fit_bert(
         data,
         plan,

@@ -187,14 +187,25 @@ class Encoder:
         self._trace_wanted = _tracing_enabled()
         self._single: torch.jit.ScriptModule | None = None
         self._trace_lock = threading.Lock()
+        self._int8: Encoder | None = None  # quantized_copy's copy of the current weights
 
     def quantized_copy(self) -> Encoder:
-        """An int8 copy sharing the tokenizer, without reading the checkpoint again."""
-        clone = copy.copy(self)
-        clone.model = _quantize(copy.deepcopy(self.model))
-        clone.quantized = True
-        clone._single, clone._trace_lock = None, threading.Lock()
-        return clone
+        """An int8 copy sharing the tokenizer, without reading the checkpoint again. One copy
+        per weights: every held-out fold's tier and the served one share it (each copy holds
+        its own embedding table, about 90 MiB); ``weights_changed`` drops it."""
+        if self._int8 is None:
+            clone = copy.copy(self)
+            clone.model = _quantize(copy.deepcopy(self.model))
+            clone.quantized = True
+            clone._single, clone._trace_lock, clone._int8 = None, threading.Lock(), None
+            self._int8 = clone
+        return self._int8
+
+    def weights_changed(self) -> None:
+        """Called by whatever changes ``model``'s weights in place (the fine-tune): copies and
+        traced graphs made from the old weights are stale."""
+        self._int8 = None
+        self._single = None
 
     def eager_copy(self) -> Encoder:
         """The same encoder running single queries through eager PyTorch (for comparisons)."""

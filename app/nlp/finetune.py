@@ -127,6 +127,7 @@ def fine_tune(
         raise ValueError("fine-tune the fp32 encoder, then quantize")
     import torch  # here, not at the top: every `tierdesk` command reads EPOCHS from this module
 
+    encoder.weights_changed()
     started = time.perf_counter()
     y = np.asarray(labels, dtype=np.int64)
     centroids = np.zeros((n_labels, frozen_vectors.shape[1]), dtype=np.float32)

@@ -7,7 +7,7 @@ stage                     module                         result
 ========================  =============================  ==========================================
 data                      ``data.py``                    ``TrainingData``
 splits                    ``splits.py``                  ``HeldOutPlan`` (folds or one split)
-fit FastText              ``fit.py``                     ``FastTextFit`` (one model per fold)
+fit FastText              ``fit.py``                     ``FastTextFit`` (each fold's answers)
 fit BERT                  ``fit.py``                     ``BertFit`` (one tier per fold, KB indexed)
 replay held-out           ``replay.py``                  ``HeldOutReplay`` (``RouteOutcomes``)
 calibrate                 ``calibrate.py``               ``Calibrated``

@@ -2,7 +2,9 @@
 fold's fit part only.
 
 FastText chooses its grid cell on the first fold and reuses it on the others; beyond
-FASTTEXT_MAX_LABELS intents it is not trained at all. The BERT tier fine-tunes its encoder
+FASTTEXT_MAX_LABELS intents it is not trained at all. Each fold's FastText model is asked that
+fold's held-out queries as soon as it is trained and then let go (a model holds its hashed
+n-gram table, 40-80 MiB; a small KB has 30 folds); only its answers go on to the replay. The BERT tier fine-tunes its encoder
 only with a split and enough data (``finetune.should_fine_tune``); with folds, one frozen
 encoder embeds every text once and each fold fits its head on its rows. Each fold's BERT tier
 indexes the KB *without* that fold's held-out texts, titles included (they would leak the
@@ -23,6 +25,8 @@ from app.nlp.intent import FastTextIntent
 from app.nlp.pipeline.data import TrainingData
 from app.nlp.pipeline.kb import kb_entries
 from app.nlp.pipeline.splits import HeldOutPlan
+from app.nlp.router import TOP_K
+from app.nlp.types import Tier, TierResult
 
 if TYPE_CHECKING:
     from app.nlp.bert import BertTier, Encoder
@@ -34,10 +38,15 @@ FASTTEXT_MAX_LABELS = 5000
 
 @dataclass(frozen=True)
 class FastTextFit:
-    """The intent tier of every fold (None each when it is off) and why it is on or off."""
+    """What the intent tier of every fold answered, and why the tier is on or off."""
 
     active: bool
     reason: str
+    # per fold, FastText's view of each of the fold's held-out queries (``plan.queries``);
+    # empty views when the tier is off
+    results: list[list[TierResult]]
+    # per fold, the model, kept only where it serves (the first fold's, when the plan refits
+    # nothing) or when ``fit_fasttext`` was asked to keep them; None otherwise
     models: list[FastTextIntent | None]
     params: dict | None  # the grid cell chosen on the first fold
     metrics: dict | None  # that choice's figures (FastTextIntent.select)
@@ -70,16 +79,32 @@ def fasttext_plan(labels: Sequence[str]) -> tuple[bool, str]:
     return True, f"trained on {len(labels)} examples of {len(counts)} intents (median {median:g})"
 
 
+def intent_results(fasttext: Tier | None, queries: Sequence[str]) -> list[TierResult]:
+    """FastText's view of each query (an empty one when there is no intent tier)."""
+    if fasttext is None:
+        return [TierResult(tier="fasttext") for _ in queries]
+    return [fasttext.run(q, k=TOP_K) for q in queries]
+
+
 def fit_fasttext(
-    data: TrainingData, plan: HeldOutPlan, *, seed: int, note: Callable[[str], None]
+    data: TrainingData,
+    plan: HeldOutPlan,
+    *,
+    seed: int,
+    note: Callable[[str], None],
+    keep_models: bool = False,
 ) -> FastTextFit:
-    """One FastText model per fold (grid chosen on the first); ``note`` reports progress."""
+    """One FastText model per fold (grid chosen on the first), asked the fold's held-out
+    queries; ``note`` reports progress. ``keep_models``: keep every fold's model (to route
+    with it again), not only the one that serves."""
     active, reason = fasttext_plan(data.labels)
     if not active:
-        return FastTextFit(False, reason, [None] * len(plan.folds), None, None)
+        results = [intent_results(None, plan.queries(n)[0]) for n in range(len(plan.folds))]
+        return FastTextFit(False, reason, results, [None] * len(plan.folds), None, None)
+    results: list[list[TierResult]] = []
     models: list[FastTextIntent | None] = []
     params = metrics = None
-    for fold in plan.folds:
+    for number, fold in enumerate(plan.folds):
         fit_texts = [plan.texts[i] for i in fold.fit]
         fit_labels = [plan.labels[i] for i in fold.fit]
         if params is None:
@@ -91,8 +116,11 @@ def fit_fasttext(
             params, metrics = model.metrics["chosen"], model.metrics
         else:
             model = FastTextIntent.train(fit_texts, fit_labels, seed=seed, **params)
-        models.append(model)
-    return FastTextFit(True, reason, models, params, metrics)
+        results.append(intent_results(model, plan.queries(number)[0]))
+        serves = number == 0 and not plan.refit
+        models.append(model if keep_models or serves else None)
+        del model
+    return FastTextFit(True, reason, results, models, params, metrics)
 
 
 def fit_bert(

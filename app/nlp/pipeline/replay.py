@@ -23,7 +23,7 @@ from tqdm import tqdm
 from app.nlp.bm25 import BM25Retriever
 from app.nlp.calibration import CalibrationSet, complex_features, simple_features
 from app.nlp.pipeline.data import TrainingData
-from app.nlp.pipeline.fit import BertFit, FastTextFit
+from app.nlp.pipeline.fit import BertFit, FastTextFit, intent_results
 from app.nlp.pipeline.kb import bm25_docs
 from app.nlp.pipeline.splits import HeldOutPlan, Truth, claimed_negatives
 from app.nlp.router import TOP_K, Router, RouterModels
@@ -96,7 +96,6 @@ class HeldOutReplay:
 
 @dataclass(frozen=True)
 class _FoldQueries:
-    fasttext: Tier | None
     bert: BertTier
     bm25: BM25Retriever
     queries: list[str]
@@ -116,8 +115,9 @@ def replay_held_out(
 ) -> HeldOutReplay:
     folds = []
     claimed: list[str] = []
-    for number, (ft, model) in enumerate(zip(fasttext.models, bert.models, strict=True)):
+    for number, model in enumerate(bert.models):
         queries, truth, n_in_scope = plan.queries(number)
+        ft_results = fasttext.results[number]
         held = plan.held_texts(number)
         # embedded one by one, as the router embeds a live query (Encoder.encode_queries)
         vectors = model.encoder.encode_queries(
@@ -132,16 +132,16 @@ def replay_held_out(
             claimed += [q for q, k in zip(queries, keep, strict=True) if not k]
             queries = [q for q, k in zip(queries, keep, strict=True) if k]
             truth = [t for t, k in zip(truth, keep, strict=True) if k]
+            ft_results = [r for r, k in zip(ft_results, keep, strict=True) if k]
             vectors = vectors[keep]
         folds.append(
             _FoldQueries(
-                fasttext=ft,
                 bert=model,
                 bm25=BM25Retriever(bm25_docs(data.articles, held)),
                 queries=queries,
                 truth=truth,
                 n_in_scope=n_in_scope,
-                ft_results=intent_results(ft, queries),
+                ft_results=ft_results,
                 vectors=vectors,
             )
         )
@@ -151,7 +151,7 @@ def replay_held_out(
         weight, figures = choose_fasttext_weight_folds(folds)
     parts = [
         evaluate_routes(
-            f.fasttext,
+            None,  # FastText's view of each query is in ft_results
             f.bm25,
             f.bert,
             f.queries,
@@ -168,13 +168,6 @@ def replay_held_out(
     return HeldOutReplay(
         RouteOutcomes.concat(parts), plan.held_labels(), weight, figures, sorted(claimed)
     )
-
-
-def intent_results(fasttext: Tier | None, queries: Sequence[str]) -> list[TierResult]:
-    """FastText's view of each query (an empty one when there is no intent tier)."""
-    if fasttext is None:
-        return [TierResult(tier="fasttext") for _ in queries]
-    return [fasttext.run(q, k=TOP_K) for q in queries]
 
 
 def evaluate_routes(
