@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.nlp.bert import BertTier, KbEntry, default_bert_path
+from app.nlp.bert import BertTier, Encoder, KbEntry, default_bert_path
 
 TRAIN = {
     "card_arrival": [
@@ -213,7 +213,7 @@ def test_concurrent_queries_give_the_same_answers(tier: BertTier):
 @pytest.mark.slow
 @pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
 def test_traced_single_query_path_equals_the_eager_encoder(quantize, monkeypatch):
-    from app.nlp.bert import MAX_TOKENS, Encoder
+    from app.nlp.bert import MAX_TOKENS
 
     traced = Encoder(default_bert_path(), quantize=quantize)
     assert traced.traced
@@ -244,7 +244,6 @@ def test_held_out_queries_are_embedded_as_live_ones(quantize):
     a live query gets (``encode_one``), whatever it is batched with. An int8 model quantizes
     activations with one scale per batch, so a plain batch would give the calibrator other
     features than serving does."""
-    from app.nlp.bert import Encoder
 
     encoder = Encoder(default_bert_path(), quantize=quantize)
     texts = [
@@ -264,8 +263,6 @@ def test_tracing_the_encoder_logs_nothing(capfd):
     import logging
 
     from transformers.utils import logging as hf_logging
-
-    from app.nlp.bert import Encoder
 
     logging.Logger.warning_once.cache_clear()  # transformers warns once per process
     verbosity = hf_logging.get_verbosity()
@@ -339,7 +336,7 @@ def test_fine_tuned_encoder_learns_the_intents_and_survives_save_and_load(tmp_pa
     """Fine-tuning lowers its training loss and moves the encoder; the saved tier reloads the
     fine-tuned weights, not the base checkpoint."""
     import app.nlp.finetune as finetune
-    from app.nlp.bert import ENCODER_FILE, Encoder
+    from app.nlp.bert import ENCODER_FILE
 
     monkeypatch.setattr(finetune, "MIN_EXAMPLES", 10)
     monkeypatch.setattr(finetune, "MIN_MEDIAN_PER_INTENT", 5)
@@ -383,10 +380,19 @@ def test_fine_tuned_weights_that_do_not_fit_the_checkpoint_are_a_clear_error(tmp
     import torch
     from safetensors.torch import save_file as save_tensors
 
-    from app.nlp.bert import Encoder
-
     bogus = tmp_path / "encoder.safetensors"
     save_tensors({"embeddings.word_embeddings.weight": torch.zeros(3, 4)}, str(bogus))
     with pytest.raises(ValueError, match="do not fit the checkpoint") as info:
         Encoder(default_bert_path(), weights=bogus)
     assert str(bogus) in str(info.value)
+
+
+def test_the_int8_copy_is_made_once_per_weights():
+    fp32 = Encoder(default_bert_path(), quantize=False)
+    copy = fp32.quantized_copy()
+    assert copy.quantized and fp32.quantized_copy() is copy  # every fold's tier shares it
+    text = ["how do i reset my password"]
+    int8 = Encoder(default_bert_path(), quantize=True)  # the checkpoint quantized on loading
+    np.testing.assert_allclose(copy.encode(text), int8.encode(text), atol=1e-6)
+    fp32.weights_changed()  # what the fine-tune calls before changing the weights
+    assert fp32.quantized_copy() is not copy

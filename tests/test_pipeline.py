@@ -362,3 +362,29 @@ def test_intents_of_a_title_and_a_few_questions_count_as_thin():
     rich = [f"intent-{i}" for i in range(40) for _ in range(INTENT_SIGNALS_MIN_EXAMPLES)]
     assert not thin_intents(rich)
     assert not thin_intents([])
+
+
+def test_fold_fasttext_models_answer_their_held_out_queries_and_are_let_go():
+    from app.nlp.pipeline.fit import fit_fasttext, intent_results
+
+    texts = [f"how do i {verb} my {thing}" for verb in ("reset", "change") for thing in "abcdef"]
+    labels = [f"{verb}-{i % 3}" for verb in ("reset", "change") for i in range(6)]
+    articles = [KbArticle(name, name, [], "Body.", name) for name in sorted(set(labels))]
+    data = TrainingData(texts, labels, articles)
+    plan = plan_held_out(data, validation=None, val_fraction=0.15, seed=0)
+    assert plan.refit and len(plan.folds) > 1
+
+    fitted = fit_fasttext(data, plan, seed=0, note=lambda _: None)
+    assert fitted.active and fitted.models == [None] * len(plan.folds)  # none kept: none serves
+    kept = fit_fasttext(data, plan, seed=0, note=lambda _: None, keep_models=True)
+    for number, model in enumerate(kept.models):
+        queries = plan.queries(number)[0]
+        assert len(fitted.results[number]) == len(queries)
+        # the answers kept are the ones the fold's model gives (training is seeded)
+        assert [r.intents for r in fitted.results[number]] == [
+            r.intents for r in intent_results(model, queries)
+        ]
+    # with a given validation set nothing is refit: the one fold's model is the one served
+    given = plan_held_out(data, validation=(texts[:4], labels[:4]), val_fraction=0.15, seed=0)
+    served = fit_fasttext(data, given, seed=0, note=lambda _: None)
+    assert not given.refit and served.models[0] is not None
