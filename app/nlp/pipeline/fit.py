@@ -68,13 +68,25 @@ class BertFit:
 
 
 def fasttext_plan(labels: Sequence[str]) -> tuple[bool, str]:
-    """Whether FastText is trained, and why, in the user's terms."""
+    """Whether FastText is trained, and why, in the user's terms.
+
+    Not when every intent has a single text (a plain FAQ's titles): a held-out text then
+    takes its intent's only example out of its fold's FastText, which can never be right on a
+    held-out query, so the tuner could never show the simple route keeps answers right, and
+    the blend gives FastText no weight. Training it would cost a model per fold for nothing
+    (minutes on a few thousand articles: a softmax over one label per article)."""
     counts = Counter(labels)
     median = float(np.median(list(counts.values()))) if counts else 0.0
     if len(counts) > FASTTEXT_MAX_LABELS:
         return False, (
             f"{len(counts)} intents (more than {FASTTEXT_MAX_LABELS}) with a median of "
             f"{median:g} examples each; BM25 and BERT match the KB directly"
+        )
+    if counts and max(counts.values()) < 2:
+        return False, (
+            f"{len(counts)} intents of one text each: held out, none could be learnt from the "
+            "others; BM25 and BERT match the KB directly until an intent has two texts (an "
+            "alternate question or a taught example)"
         )
     return True, f"trained on {len(labels)} examples of {len(counts)} intents (median {median:g})"
 
