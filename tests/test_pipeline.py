@@ -245,7 +245,11 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     assert "tiers:" in result.output and "bert: on" in result.output
     # three titles to learn from, none of them an intent example anyone imported or taught
     assert "3 labelled texts (0 intent examples, the rest the KB's titles" in result.output
-    manifest_path = next((tmp_path / "models" / "versions").iterdir()) / "manifest.json"
+    # one title per intent: held out, FastText could never be right, so none is trained
+    assert "fasttext: off - 3 intents of one text each" in result.output
+    first = next((tmp_path / "models" / "versions").iterdir())
+    assert not (first / "fasttext").exists()
+    manifest_path = first / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     assert manifest["tiers_active"]["bert"]["active"] is True
     assert manifest["metrics"]["held_out"]["mode"] == "folds"
@@ -274,6 +278,10 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     result = runner.invoke(main, ["train", "--quiet", "--min-new-examples", "1"])
     assert result.exit_code == 0, result.output
     assert "1 intent examples" in result.output and len(list(versions.iterdir())) == 2
+    # the taught example gives its intent a second text: FastText trains from now on
+    assert "intents of one text each" not in result.output
+    second = next(v for v in versions.iterdir() if v != first)
+    assert (second / "fasttext").exists()
 
     served = make_app(INTENTS_DIR=tmp_path / "no-intents", LOAD_MODELS=True)
     client = served.test_client()
