@@ -296,7 +296,8 @@ def _compact(model):
     """The same model, as loading it from disk builds it: a model fresh from training keeps
     the word hash table sized for fastText's largest vocabulary (30 million entries, 114 MiB)
     whatever its vocabulary, and loading sizes it to the words it has. Predictions are the
-    same; training keeps one model per held-out fold alive (30 of them on a small KB)."""
+    same, at a third of the memory or less for every model a training holds (a grid's cells,
+    a fold's model while it answers its held-out queries, the refit)."""
     fd, path = tempfile.mkstemp(suffix=".bin", prefix="tierdesk-ft-")
     os.close(fd)
     try:

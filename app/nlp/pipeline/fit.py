@@ -2,13 +2,15 @@
 fold's fit part only.
 
 FastText chooses its grid cell on the first fold and reuses it on the others; beyond
-FASTTEXT_MAX_LABELS intents it is not trained at all. Each fold's FastText model is asked that
-fold's held-out queries as soon as it is trained and then let go (a model holds its hashed
-n-gram table, 40-80 MiB; a small KB has 30 folds); only its answers go on to the replay. The BERT tier fine-tunes its encoder
-only with a split and enough data (``finetune.should_fine_tune``); with folds, one frozen
-encoder embeds every text once and each fold fits its head on its rows. Each fold's BERT tier
-indexes the KB *without* that fold's held-out texts, titles included (they would leak the
-answer); texts embedded for one fold are not embedded again for the next.
+FASTTEXT_MAX_LABELS intents, or when every intent has one text, it is not trained at all.
+Each fold's FastText model is asked that fold's held-out queries as soon as it is trained and
+then let go (a model holds its hashed n-gram table, 40-80 MiB, and a small KB has 30 folds):
+only its answers go on to the replay. The BERT tier fine-tunes its encoder only with a split
+and enough data (``finetune.should_fine_tune``); with folds, one frozen encoder embeds every
+text once and each fold fits its head on its rows. Each fold's BERT tier indexes the KB
+*without* that fold's held-out texts, titles included (they would leak the answer); texts
+embedded for one fold are not embedded again for the next, and the fold tiers share the
+encoder's int8 copy.
 """
 
 from __future__ import annotations
