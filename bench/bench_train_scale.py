@@ -148,8 +148,8 @@ def main() -> None:
     )
     for r in results:
         print(
-            f"| {r['articles']:,} | {_held_out(r)} | {r['train_seconds']:.0f} s "
-            f"| {r['train_cpu_seconds']:.0f} s | {r['train_peak_rss_mib']:,.0f} MiB "
+            f"| {r['articles']:,} | {_held_out(r)} | {r['train_seconds']:,.0f} s "
+            f"| {r['train_cpu_seconds']:,.0f} s | {r['train_peak_rss_mib']:,.0f} MiB "
             f"| {r['import_seconds']:.0f} s |"
         )
     print(f"\nTargets: 100,000 articles in <= {TARGET_SECONDS} s and <= {TARGET_MIB:,} MiB.")
