@@ -273,10 +273,20 @@ class Encoder:
         (held-out replay). An int8 model quantizes its activations with one scale per batch,
         so a text's embedding depends on the texts batched with it: on a fine-tuned encoder a
         query embedded in a batch of 64 and alone agree to a cosine of 0.96 (median). fp32
-        batches give the same vectors as single texts."""
-        return self.encode(
-            texts, batch_size=1 if self.quantized else ENCODE_BATCH, progress=progress
-        )
+        batches give the same vectors as single texts. An int8 model embeds each text through
+        ``encode_one`` itself: the live path, and on 2 cores 2.3x quicker than an eager batch
+        of one (4-6 ms against 11-14 ms a title)."""
+        if not self.quantized:
+            return self.encode(texts, progress=progress)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        rows = enumerate(texts)
+        if progress:
+            from tqdm import tqdm
+
+            rows = tqdm(rows, total=len(texts), desc="embedding", unit="query", leave=False)
+        for i, text in rows:
+            out[i] = self.encode_one(text)
+        return out
 
     def encode_one(self, text: str) -> np.ndarray:
         """One query's normalised embedding: the per-request path of the complex route."""
