@@ -125,8 +125,8 @@ def _held_out(result: dict) -> str:
 
 def cpu_description() -> str:
     """The CPU the figures come from: the KB's embedding pass, most of the time at scale, is
-    compute-bound, and an int8 encoder runs several times faster with AVX-512 than with AVX2
-    only (``docs/benchmarks.md``)."""
+    compute-bound, and the same code and KB have taken 3.5 times as long on one 2-core machine
+    as on another (``docs/benchmarks.md``)."""
     model, flags = platform.processor() or "unknown CPU", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
