@@ -3,7 +3,15 @@
 Each ``bench/bench_*.py`` script prints one or more Markdown tables and writes its raw figures
 to ``bench/out/<name>.json``. This runner executes them one after another (never in parallel:
 the machine has two cores and the figures would interfere), then, with ``--update-tables``,
-replaces the generated part of ``docs/benchmarks.md`` with the tables it collected.
+writes the tables each one printed into its own block of ``docs/benchmarks.md``:
+
+    <!-- bench:eval (2026-12-07, Python 3.11.7) -->
+    | strategy | ... |
+    <!-- /bench:eval -->
+
+Only the lines between a block's markers are replaced, and only for the benchmarks that ran, so
+the prose around the tables (written by people) and other benchmarks' tables stay as they are.
+A benchmark without a block yet gets one, under its own heading, at the end of the file.
 
     python bench/run_all.py                 # all benchmarks
     python bench/run_all.py eval bm25       # only bench_eval.py and bench_bm25.py
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -24,9 +33,8 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 TABLES = ROOT / "docs" / "benchmarks.md"
-# Only the generated part of docs/benchmarks.md is replaced; the README's summary of targets is
-# written by people.
-START, END = "<!-- bench:auto", "<!-- /bench:auto -->"
+# Only the tables inside each benchmark's block of docs/benchmarks.md are generated; the prose
+# there and the README's summary of targets are written by people.
 BANKING77 = os.environ.get("TIERDESK_BANKING77", str(ROOT.parent / "shared" / "data" / "banking77"))
 # Scripts run again with other arguments after their default run (another data set).
 EXTRA_RUNS = {
@@ -58,31 +66,50 @@ def run(script: Path, args: list[str]) -> tuple[int, list[str], float]:
     proc = subprocess.Popen(
         [sys.executable, str(script), *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
-    lines: list[str] = []
+    tables: list[str] = []
+    in_table = False
     assert proc.stdout is not None
     for line in proc.stdout:
         sys.stdout.write(line)
-        lines.append(line.rstrip("\n"))
+        line = line.rstrip("\n")
+        keep = line.startswith("|") or line.startswith("#### ")
+        if keep and not in_table and tables:
+            tables.append("")  # tables printed apart stay apart
+        if keep:
+            tables.append(line)
+        in_table = keep
     code = proc.wait()
-    tables = [ln for ln in lines if ln.startswith("|") or ln.startswith("#### ")]
     return code, tables, time.perf_counter() - start
 
 
-def update_tables(sections: dict[str, list[str]]) -> None:
-    text = TABLES.read_text()
-    start = text.index(START)
-    start = text.index("\n", start) + 1
-    end = text.index(END)
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
-    body = [
-        f"Tables from the latest `make bench` (Python {platform.python_version()}, {stamp}). "
-        "Medians unless a column says otherwise; ratios come from the same run.",
-        "",
-    ]
+def _block(name: str) -> re.Pattern[str]:
+    """A benchmark's block: its start marker (with or without a stamp), the lines, its end."""
+    name = re.escape(name)
+    return re.compile(rf"<!-- bench:{name}(?: [^>]*)? -->\n(.*?)<!-- /bench:{name} -->", re.S)
+
+
+def update_tables(sections: dict[str, list[str]], path: Path = TABLES, stamp: str = "") -> None:
+    """Write each section's tables into its block of ``path``, adding the blocks it lacks."""
+    text = path.read_text()
+    stamp = stamp or (
+        f"{datetime.now(UTC).strftime('%Y-%m-%d')}, Python {platform.python_version()}"
+    )
+    added = []
     for name, tables in sections.items():
-        body += [f"### {name}", "", *tables, ""]
-    TABLES.write_text(text[:start] + "\n".join(body) + text[end:])
-    print(f"docs/benchmarks.md updated ({len(sections)} benchmarks)")
+        block = "\n".join(
+            [f"<!-- bench:{name} ({stamp}) -->", "", *tables, "", f"<!-- /bench:{name} -->"]
+        )
+        found = _block(name).search(text)
+        if found:
+            text = text[: found.start()] + block + text[found.end() :]
+        else:
+            text = text.rstrip("\n") + f"\n\n### {name}\n\n{block}\n"
+            added.append(name)
+    path.write_text(text if text.endswith("\n") else text + "\n")
+    print(
+        f"{path.name}: tables of {len(sections)} benchmark(s) updated"
+        + (f", new block(s) at the end: {', '.join(added)}" if added else "")
+    )
 
 
 def main() -> int:
