@@ -4,6 +4,7 @@ one-example intents, long articles, and the held-out plan that makes it possible
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -247,6 +248,10 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     assert "3 labelled texts (0 intent examples, the rest the KB's titles" in result.output
     # one title per intent: held out, FastText could never be right, so none is trained
     assert "fasttext: off - 3 intents of one text each" in result.output
+    # the held-out figures as a person reads them: percentages, and the tier that was not trained
+    assert "held out: accuracy fasttext not trained, bert " in result.output
+    assert re.search(r"answered \d+\.\d\d% right at \d+\.\d\d% coverage", result.output)
+    assert "None" not in result.output
     first = next((tmp_path / "models" / "versions").iterdir())
     assert not (first / "fasttext").exists()
     manifest_path = first / "manifest.json"

@@ -564,7 +564,8 @@ class BertTier:
             reason = (
                 f"{len(label_names)} intents (more than {HEAD_MAX_LABELS})"
                 if len(label_names) > HEAD_MAX_LABELS
-                else f"a median of {median:g} examples per intent (under {HEAD_MIN_EXAMPLES})"
+                else f"a median of {median:g} example{'' if median == 1 else 's'} per intent"
+                f" (under {HEAD_MIN_EXAMPLES})"
             )
             return cls._without_head(encoder, entries, quantize, reason, started)
         if vectors is not None and encoder is not None:

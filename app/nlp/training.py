@@ -176,19 +176,26 @@ class TrainReport:
         return self._figures(r) + ("\ntiers:\n" + "\n".join(lines) if lines else "")
 
     def _figures(self, r: dict) -> str:
+        t = self.thresholds
+        fasttext = self.metrics.get("fasttext_val_accuracy")
         return (
-            f"version {self.version}: {self.n_texts} labelled texts ({self.n_intent_examples} "
-            f"intent examples, the rest the KB's titles and questions), {self.n_intents} "
-            f"intents, {self.n_articles} articles in {self.train_seconds:.0f}s; held-out accuracy "
-            f"fasttext {self.metrics.get('fasttext_val_accuracy')}, bert "
-            f"{self.metrics.get('bert_val_accuracy')}, router {r.get('val_accuracy')} "
-            f"(answered {r.get('val_answered_accuracy')} at coverage "
-            f"{r.get('val_coverage')}, BERT on {r.get('val_bert_share')}); thresholds "
-            f"tau_fast={self.thresholds.tau_fast} margin={self.thresholds.margin} "
-            f"tau_cascade={self.thresholds.cascade_below} tau_verify="
-            f"{self.thresholds.verify_below} tau_review={self.thresholds.tau_review}"
-            f" fasttext_weight={self.thresholds.fasttext_weight}"
+            f"version {self.version}: {self.n_texts:,} labelled texts ({self.n_intent_examples:,}"
+            f" intent examples, the rest the KB's titles and questions), {self.n_intents:,}"
+            f" intents, {self.n_articles:,} articles, trained in {self.train_seconds:.0f} s\n"
+            f"held out: accuracy fasttext {_share(fasttext, 'not trained')}, bert "
+            f"{_share(self.metrics.get('bert_val_accuracy'))}, router "
+            f"{_share(r.get('val_accuracy'))}; answered {_share(r.get('val_answered_accuracy'))}"
+            f" right at {_share(r.get('val_coverage'))} coverage, BERT on"
+            f" {_share(r.get('val_bert_share'))}\n"
+            f"thresholds: tau_fast={t.tau_fast} margin={t.margin} tau_cascade={t.cascade_below}"
+            f" tau_verify={t.verify_below} tau_review={t.tau_review}"
+            f" fasttext_weight={t.fasttext_weight}"
         )
+
+
+def _share(value: float | None, missing: str = "-") -> str:
+    """A held-out figure as a percentage; ``missing`` when there is none."""
+    return missing if value is None else f"{value:.2%}"
 
 
 def no_articles_message(data: TrainingData) -> str:
