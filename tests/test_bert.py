@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
+
 import numpy as np
 import pytest
+import torch
 
 from app.nlp.bert import BertTier, Encoder, KbEntry, default_bert_path
 
@@ -255,6 +259,71 @@ def test_held_out_queries_are_embedded_as_live_ones(quantize):
     live = np.stack([encoder.encode_one(t) for t in texts])
     np.testing.assert_allclose(encoder.encode_queries(texts), live, atol=1e-5)
     np.testing.assert_allclose(encoder.encode_queries(texts[::-1])[::-1], live, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quantize", [False, True], ids=["fp32", "int8"])
+def test_batches_embedded_side_by_side_give_the_vectors_of_one_at_a_time(quantize):
+    """With two torch threads ``encode`` embeds two batches at once, one thread each; the
+    batches are those of one at a time, so each text gets the same vector, and the process's
+    thread count is what it was."""
+    encoder = Encoder(default_bert_path(), quantize=quantize)
+    words = "card transfer refund exchange rate pin top up cash machine fee account".split()
+    texts = [" ".join(words[: 1 + i % len(words)]) + f" {i}" for i in range(37)]
+    pool, ran_on = encoder.pool, []
+
+    def recording_pool(batch):  # which thread, at how many torch threads
+        ran_on.append((threading.current_thread().name, torch.get_num_threads()))
+        return pool(batch)
+
+    encoder.pool = recording_pool
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_at_a_time = encoder.encode(texts, batch_size=8)  # 5 batches, one by one
+        assert {name for name, _ in ran_on} == {threading.current_thread().name}
+        ran_on.clear()
+        torch.set_num_threads(2)
+        side_by_side = encoder.encode(texts, batch_size=8)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert len(ran_on) == 5 and all(name.startswith("encode") for name, _ in ran_on)
+    assert {n for _, n in ran_on} == {1}  # each batch on one torch thread
+    np.testing.assert_allclose(side_by_side, one_at_a_time, atol=1e-6)
+    assert np.allclose(np.linalg.norm(side_by_side, axis=1), 1.0, atol=1e-5)
+    assert len({row.tobytes() for row in side_by_side}) == len(texts)  # each text its own row
+
+
+def _encode_in_child(encoder: Encoder, texts: list[str], conn) -> None:
+    torch.set_num_threads(2)
+    conn.send(encoder.encode(texts, batch_size=4))
+
+
+@pytest.mark.slow
+def test_a_forked_child_embeds_side_by_side_with_threads_of_its_own():
+    """The encode threads are kept for the process; a child forked after they started has none
+    of them (a server preloading its models, then forking workers) and must make its own."""
+    encoder = Encoder(default_bert_path(), quantize=True)
+    texts = [f"how do I freeze card number {i}" for i in range(12)]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        parent = encoder.encode(texts, batch_size=4)  # starts this process's encode threads
+    finally:
+        torch.set_num_threads(threads)
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_encode_in_child, args=(encoder, texts, send))
+    child.start()
+    try:
+        assert receive.poll(120), "the forked child did not finish embedding"
+        np.testing.assert_allclose(receive.recv(), parent, atol=1e-6)
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
 
 
 def test_tracing_the_encoder_logs_nothing(capfd):
