@@ -278,7 +278,7 @@ class Encoder:
         the time (median of 3 paired runs): a batch of short texts leaves threads idle inside
         each operation, two batches at once do not. The price is memory: each thread's heap
         in the allocator grows to what its batches need (training on 1,000 articles peaked
-        160-310 MiB higher). A process of one torch thread (a server worker) embeds one batch
+        210-315 MiB higher). A process of one torch thread (a server worker) embeds one batch
         at a time, as before.
         """
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
