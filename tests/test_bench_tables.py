@@ -91,6 +91,7 @@ def test_the_benchmarks_page_has_a_block_for_each_table_benchmark():
         "faq",
         "learning",
         "train_scale",
+        "passages",
         "import",
         "load",
         "bm25",

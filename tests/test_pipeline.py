@@ -12,7 +12,7 @@ import pytest
 from app.cli import main
 from app.db import session_scope
 from app.models import TrainingExample
-from app.nlp.passages import plain_text, split_passages
+from app.nlp.passages import PASSAGE_WORDS, plain_text, split_passages
 from app.nlp.pipeline.data import (
     GENERATED_NEGATIVES,
     KbArticle,
@@ -161,6 +161,34 @@ def test_held_out_titles_and_questions_leave_both_indexes():
     assert entry.passages == ["Tap Reset."]
 
 
+def test_a_large_kb_embeds_fewer_passages_then_shorter_ones(monkeypatch):
+    from app.nlp.pipeline import kb
+
+    body = "\n\n".join(" ".join(f"p{p}w{i}" for i in range(PASSAGE_WORDS)) + "." for p in range(3))
+    articles = [KbArticle(f"a{n}", f"Title {n}", [], body, f"a{n}") for n in range(10)]
+    assert kb.passage_window(articles) == kb.PassageWindow(kb.BERT_PASSAGES, PASSAGE_WORDS)
+    [entry, *_] = kb_entries(articles)
+    assert len(entry.passages) == 3 and len(entry.passages[0].split()) == PASSAGE_WORDS
+    assert kb.PassageWindow().describe() == "body passages"
+
+    # 30 passages of 60 words against a budget of 1,200 words: two per article fit
+    monkeypatch.setattr(kb, "BERT_PASSAGE_WORDS", 1200)
+    assert kb.passage_window(articles) == kb.PassageWindow(2, PASSAGE_WORDS)
+    assert len(kb_entries(articles)[0].passages) == 2
+
+    # 10 first passages of 60 words against 360 words: cut to 32 words, a step of
+    # PASSAGE_CUT_STEP, the longest that fits (40 words would be 400)
+    monkeypatch.setattr(kb, "BERT_PASSAGE_WORDS", 360)
+    window = kb.passage_window(articles)
+    assert window == kb.PassageWindow(1, 32)
+    [entry, *_] = kb_entries(articles)
+    assert entry.passages == [" ".join(f"p0w{i}" for i in range(32))]
+    assert "the first body passage of each article, its first 32 words" in window.describe()
+
+    monkeypatch.setattr(kb, "BERT_PASSAGE_WORDS", 1)  # never below MIN_PASSAGE_WORDS
+    assert kb.passage_window(articles) == kb.PassageWindow(1, kb.MIN_PASSAGE_WORDS)
+
+
 def test_taught_examples_become_questions_of_the_intents_only_article():
     articles = [
         KbArticle("a1", "Card arrival", [], "", "card_arrival"),
@@ -181,6 +209,8 @@ def test_long_bodies_become_passages_and_markup_is_dropped():
     assert len(passages) >= 4
     assert all(len(p.split()) <= 40 for p in passages)
     assert "word4x7" in passages[-1] and "#" not in " ".join(passages)
+    passages.append("changed by the caller")  # each call gets its own list of the kept split
+    assert split_passages(body, max_words=40) == passages[:-1]
     assert plain_text("<p>Hi <b>there</b></p><script>x()</script>").split() == ["Hi", "there"]
 
 

@@ -13,6 +13,7 @@ from app.nlp.intent import FastTextIntent
 from app.nlp.pipeline.calibrate import Calibrated
 from app.nlp.pipeline.data import TrainingData
 from app.nlp.pipeline.fit import BertFit, FastTextFit
+from app.nlp.pipeline.kb import PassageWindow, passage_window
 from app.nlp.pipeline.refit import ServingModels
 from app.nlp.pipeline.replay import HeldOutReplay
 from app.nlp.pipeline.splits import HeldOutPlan, fold_repeats
@@ -90,6 +91,7 @@ def publish(
             tuned.figures,
             serving.bert,
             len(data.articles),
+            window=passage_window(data.articles),
             claimed=replay.claimed_negatives,
         ),
     }
@@ -111,6 +113,7 @@ def tiers_active(
     bert: BertTier,
     n_articles: int,
     *,
+    window: PassageWindow | None = None,
     claimed: Sequence[str] = (),
 ) -> dict[str, dict]:
     """Which tiers serve, and why, in the user's terms; ``claimed``: the development
@@ -146,7 +149,7 @@ def tiers_active(
         },
         "bert": {
             "active": True,
-            "reason": "KB matching (titles, questions, body passages)"
+            "reason": f"KB matching (titles, questions, {(window or PassageWindow()).describe()})"
             + (
                 " with an intent head"
                 if bert.has_head
