@@ -1,9 +1,9 @@
 """Benchmark: what the BERT index loses and saves when a large KB's passages are cut short.
 
-A KB of more than ``BERT_PASSAGE_BUDGET`` passages gets only each article's first passage
-embedded, and beyond that budget's words the first passage cut to fewer words
-(``app/nlp/pipeline/kb.py``). This measures both sides of that trade on the int8 encoder that
-serves:
+Past ``BERT_PASSAGE_WORDS`` words of body passages, a KB gets fewer passages per article
+embedded, down to the first, and then each first passage cut to its first words
+(``PassageWindow`` in ``app/nlp/pipeline/kb.py``, whose cut this applies). This measures both
+sides of that trade on the int8 encoder that serves:
 
 - accuracy: BERT's top-1 article (``kb_similarity`` of the best title and the first passage,
   as the complex route scores articles) on four plain FAQs: the demo ``knowledge_base/`` as
@@ -22,9 +22,7 @@ Writes bench/out/passages.json and prints two Markdown tables.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import os
 import random
 import statistics
 import sys
@@ -38,20 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_faq import BANKING77, DATASETS, _read_csv  # noqa: E402
+
 from app.nlp import bert  # noqa: E402
 from app.nlp.passages import PASSAGE_WORDS, split_passages  # noqa: E402
+from app.nlp.pipeline.kb import PassageWindow  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "passages.json"
-DATASETS = ROOT / "bench" / "datasets"
-BANKING77 = Path(
-    os.environ.get("TIERDESK_BANKING77", ROOT.parent / "shared" / "data" / "banking77")
-)
 CUTS = (PASSAGE_WORDS, 32, 24, 16)
-
-
-def _read_csv(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _demo() -> tuple[list[tuple[str, str]], list[tuple[str, int]]] | None:
@@ -82,7 +74,8 @@ def _faq(folder: str) -> tuple[list[tuple[str, str]], list[tuple[str, int]]]:
 
 
 def cut(passage: str, words: int) -> str:
-    return " ".join(passage.split()[:words])
+    """The passage as a KB whose first passages are cut to ``words`` words embeds it."""
+    return PassageWindow(1, words).cut([passage])[0]
 
 
 def accuracy(encoder: bert.Encoder, articles, queries) -> dict[str, float]:
