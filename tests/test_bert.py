@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from app.nlp.bert import BertTier, Encoder, KbEntry, default_bert_path
+from app.nlp.bert import (
+    PASSAGE_WEIGHT,
+    BertTier,
+    Encoder,
+    KbEntry,
+    default_bert_path,
+    group_max,
+    kb_similarity,
+)
+from app.nlp.topk import top_indices
 
 TRAIN = {
     "card_arrival": [
@@ -177,6 +186,34 @@ def test_article_without_known_intent_is_reachable_and_set_kb_picks_it_up(tier: 
         assert "junior-savings" not in dict(after.intents)  # the head never saw it
     finally:
         tier.set_kb(_entries())
+
+
+def test_top_indices_is_a_stable_argsort_of_the_best_k():
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 300):
+        for _ in range(50):
+            scores = rng.integers(0, 4, n).astype(np.float32)  # many ties
+            if n and rng.random() < 0.2:
+                scores[rng.integers(n)] = np.nan
+            for k in (0, 1, 5, 40):
+                expected = np.argsort(-scores, kind="stable")[:k]
+                assert top_indices(scores, k).tolist() == expected.tolist(), (scores, k)
+    assert top_indices(np.array([0.2, 0.9, 0.9, 0.1]), 2).tolist() == [1, 2]
+
+
+def test_kb_similarity_of_one_text_per_article_equals_the_grouped_max():
+    rng = np.random.default_rng(1)
+    sims = rng.uniform(-0.9, 1.0, (4, 6)).astype(np.float32)
+    one_each = group_max(sims, np.arange(6), 6)
+    assert one_each is sims  # one column per article: nothing to reduce
+    # the same columns grouped the general way: article 6 gets a second column, 7 none
+    grouped = group_max(np.c_[sims, sims[:, :1] + 0.5], np.r_[np.arange(6), 6], 8)
+    assert np.array_equal(grouped[:, :6], sims)
+    assert np.allclose(grouped[:, 6], sims[:, 0] + 0.5) and (grouped[:, 7] == -1).all()
+    titles = np.array([[0.8, -1.0, 0.5]], dtype=np.float32)  # article 1 has no title
+    passages = np.array([[0.2, 0.6, -1.0]], dtype=np.float32)  # article 2 has no passage
+    both = (0.8 + PASSAGE_WEIGHT * 0.2) / (1 + PASSAGE_WEIGHT)
+    assert np.allclose(kb_similarity(titles, passages), [[both, 0.6, 0.5]])
 
 
 def test_train_rejects_mismatched_or_empty_input():

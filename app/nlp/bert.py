@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
+from app.nlp.topk import top_indices
 from app.nlp.types import Candidate, TierResult
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -472,20 +473,30 @@ def kb_similarity(best_question: np.ndarray, best_passage: np.ndarray) -> np.nda
     alone, 61% with the better of the two). An article with only one kind uses that one
     (group_max gives -1 for a missing kind).
     """
-    has_q = best_question > -1.0
-    has_p = best_passage > -1.0
     both = (best_question + PASSAGE_WEIGHT * best_passage) / (1.0 + PASSAGE_WEIGHT)
-    return np.where(has_q & has_p, both, np.where(has_q, best_question, best_passage))
+    no_passage = best_passage <= -1.0
+    if no_passage.any():  # only where some article lacks a kind (most KBs: none does)
+        both = np.where(no_passage, best_question, both)
+    no_question = best_question <= -1.0
+    if no_question.any():
+        both = np.where(no_question, best_passage, both)
+    return both
 
 
 def group_max(sims: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Column-wise max of ``sims`` (n, m) per group; ``groups`` (m,) must be sorted ascending.
 
     Groups without columns get -1 (the lowest cosine). reduceat over contiguous segments is
-    much faster than ``np.maximum.at`` on every query.
+    much faster than ``np.maximum.at`` on every query. When every group has exactly one
+    column (one title per article, one passage per article) ``sims`` is the answer and is
+    returned as it is, not copied.
     """
+    m = sims.shape[1]
+    if m == n_groups and m and groups[0] == 0 and groups[-1] == m - 1:
+        if bool((groups[1:] != groups[:-1]).all()):  # sorted, m distinct values in [0, m)
+            return sims
     out = np.full((sims.shape[0], n_groups), -1.0, dtype=np.float32)
-    if sims.shape[1] == 0:
+    if m == 0:
         return out
     starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
     out[:, groups[starts]] = np.maximum.reduceat(sims, starts, axis=1)
@@ -946,7 +957,7 @@ class BertTier:
         self, probs: np.ndarray, scores: np.ndarray, entries: list[KbEntry], k: int, ms: float
     ) -> TierResult:
         if self.labels:
-            top_intents = np.argsort(-probs)[:k]
+            top_intents = top_indices(probs, k)
             intents = [(self.labels[i], float(probs[i])) for i in top_intents]
         else:
             intents = _candidate_intents(scores, entries, k)
@@ -957,7 +968,7 @@ class BertTier:
                 score=float(scores[i]),
                 intent=entries[i].intent,
             )
-            for i in np.argsort(-scores)[:k]
+            for i in top_indices(scores, k)
         ]
         return TierResult(
             tier=self.tier,
@@ -1015,7 +1026,7 @@ def _candidate_intents(
     at the nearest-neighbour temperature (an intent counts once, with its best article)."""
     if not len(scores):
         return []
-    top = np.argsort(-scores)[: 4 * k]
+    top = top_indices(scores, 4 * k)
     best: dict[str, float] = {}
     for i in top:
         best.setdefault(entries[i].intent, float(scores[i]))

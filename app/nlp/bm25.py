@@ -63,6 +63,7 @@ from app.nlp.normalize import (
     tokenize_many,
 )
 from app.nlp.passages import split_passages
+from app.nlp.topk import top_indices
 from app.nlp.types import Candidate, TierResult
 
 FIELDS = ("title", "questions", "question_pool", "body")
@@ -566,8 +567,4 @@ def _doc_record(doc: BM25Doc, *, full: bool) -> dict:
 def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k highest positive scores, best first (ties: lower index first)."""
     positive = np.flatnonzero(scores > 0)
-    if len(positive) > k:
-        part = np.argpartition(-scores[positive], k - 1)[:k]
-        positive = positive[part]
-    order = np.lexsort((positive, -scores[positive]))
-    return positive[order]
+    return positive[top_indices(scores[positive], k)]
