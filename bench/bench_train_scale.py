@@ -9,6 +9,11 @@ of holding out (``app/nlp/pipeline/splits.py``): up to 1,000 texts, 10 folds dra
 under 6,000, 10 folds; from 6,000, one split. Targets (issue 12): 100,000 articles in at most
 15 minutes and 4 GiB; every size within the same memory.
 
+Then what the KB's size costs at query time: another child loads the trained engine as a
+server worker does (one torch thread; no answer cache, no admission control, as ``tierdesk
+ask``) and answers 200 questions worded like the titles of random articles, after 20 to warm
+up; reported are the load time and the median time of ``Engine.answer``.
+
     .venv/bin/python bench/bench_train_scale.py [--articles 100 1000 5000 100000]
 
 Writes bench/out/train_scale.json and prints a Markdown table.
@@ -77,16 +82,74 @@ def _run(cmd: list[str], env: dict) -> tuple[float, float, float, str]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output
 
 
+PROBE_QUESTIONS = 200
+PROBE_WARMUP = 20
+PROBE_MARK = "probe: "  # the child's result line, apart from its log lines
+
+
+def _questions(titles: list[str], rng: random.Random) -> list[str]:
+    """Questions worded like random articles' titles ("how can i rename a backup invoice?")."""
+    picked = rng.choices(titles, k=PROBE_WARMUP + PROBE_QUESTIONS)
+    return [t.split(" (")[0].replace("How do I", "how can i") + "?" for t in picked]
+
+
+def probe(questions_file: Path) -> None:
+    """In a child process of ``measure``: load the trained engine and time its answers; prints
+    one JSON line."""
+    import statistics
+
+    from app import create_app
+    from app.nlp.ask import engine_config
+    from app.nlp.bert import configure_threads
+    from app.nlp.engine import Engine
+
+    configure_threads(1)  # a server worker's setting (app/forking.py)
+    with create_app({"LOAD_MODELS": False}).app_context() as ctx:  # loaded below, timed
+        engine = Engine(engine_config(ctx.app.config))
+    started = time.perf_counter()
+    engine.load()
+    load_seconds = time.perf_counter() - started
+    if not engine.ready:
+        sys.exit(f"the trained engine is not ready: {engine.not_ready_reason}")
+    questions = questions_file.read_text(encoding="utf-8").splitlines()
+    routes: dict[str, int] = {}
+    times = []
+    for n, question in enumerate(questions):
+        started = time.perf_counter()
+        decision = engine.answer(question)
+        if n >= PROBE_WARMUP:
+            times.append((time.perf_counter() - started) * 1000.0)
+            routes[str(decision.route)] = routes.get(str(decision.route), 0) + 1
+    engine.close()
+    print(
+        PROBE_MARK
+        + json.dumps(
+            {
+                "load_seconds": round(load_seconds, 1),
+                "answer_ms_p50": round(statistics.median(times), 2),
+                "answer_ms_p90": round(statistics.quantiles(times, n=10)[-1], 2),
+                "routes": routes,
+            }
+        )
+    )
+
+
 def measure(articles: int, seed: int) -> dict:
-    """Import and train ``articles`` generated articles; wall, CPU and peak memory of training."""
+    """Import and train ``articles`` generated articles; wall, CPU and peak memory of training,
+    then the trained engine's load time and answer latency."""
     tierdesk = str(Path(sys.executable).parent / "tierdesk")
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="tierdesk-scale-") as tmp:
         work = Path(tmp)
         kb = work / "kb.jsonl"
+        titles = []
         with kb.open("w", encoding="utf-8") as fh:
             for n in range(articles):
-                fh.write(json.dumps(_article(n, rng)) + "\n")
+                article = _article(n, rng)
+                titles.append(article["title"])
+                fh.write(json.dumps(article) + "\n")
+        questions = work / "questions.txt"
+        questions.write_text("\n".join(_questions(titles, rng)) + "\n", encoding="utf-8")
         env = {
             **os.environ,
             "DATABASE_URL": f"sqlite:///{work / 'scale.db'}",
@@ -101,12 +164,16 @@ def measure(articles: int, seed: int) -> dict:
         manifest = json.loads(
             (next((work / "models" / "versions").iterdir()) / "manifest.json").read_text()
         )
+        *_, probed = _run([sys.executable, __file__, "--probe", str(questions)], env)
+        marked = [line for line in probed.splitlines() if line.startswith(PROBE_MARK)]
+        serving = json.loads(marked[-1].removeprefix(PROBE_MARK))
     return {
         "articles": articles,
         "import_seconds": round(import_wall, 1),
         "train_seconds": round(wall, 1),
         "train_cpu_seconds": round(cpu, 1),
         "train_peak_rss_mib": round(rss, 1),
+        "serving": serving,
         "held_out": manifest.get("metrics", {}).get("held_out"),
         "tiers_active": manifest.get("tiers_active"),
         "train_output": output.strip().splitlines(),
@@ -146,7 +213,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--articles", type=int, nargs="+", default=[100, 1_000, 5_000, 100_000])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--probe", type=Path, help=argparse.SUPPRESS)  # measure's child
     args = parser.parse_args()
+    if args.probe:
+        probe(args.probe)
+        return
     cpu = cpu_description()
     results = []
     for articles in args.articles:
@@ -171,14 +242,16 @@ def main() -> None:
         + "\n"
     )
     print(
-        "| articles (no intents) | held out | `tierdesk train` | CPU | peak RSS | import |\n"
-        "| ---: | --- | ---: | ---: | ---: | ---: |"
+        "| articles (no intents) | held out | `tierdesk train` | CPU | peak RSS | import "
+        "| engine load | answer p50 |\n"
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
     for r in results:
         print(
             f"| {r['articles']:,} | {_held_out(r)} | {r['train_seconds']:,.0f} s "
             f"| {r['train_cpu_seconds']:,.0f} s | {r['train_peak_rss_mib']:,.0f} MiB "
-            f"| {r['import_seconds']:.0f} s |"
+            f"| {r['import_seconds']:.0f} s | {r['serving']['load_seconds']:.0f} s "
+            f"| {r['serving']['answer_ms_p50']:.1f} ms |"
         )
     print(
         f"\nOn {cpu}. Targets: 100,000 articles in <= {TARGET_SECONDS} s and <= {TARGET_MIB:,} MiB."
