@@ -167,6 +167,46 @@ def test_saved_kb_vectors_spare_the_encoder_at_load_only_for_the_same_encoder(
 
 
 @pytest.mark.slow
+def test_articles_of_one_title_and_one_passage_score_as_their_two_texts(tier: BertTier):
+    """Such articles are indexed as one blended vector (set_kb); their scores are still the
+    kb_similarity of the title's and the passage's own cosines, beside articles of other
+    shapes, and a KB made only of them (one product) scores as well."""
+    mixed = [
+        KbEntry("plain", "How do I reset my PIN?", "plain", [], ["Open Cards, then Reset PIN."]),
+        KbEntry("alts", "Card delivery", "alts", ["when does my card come"], ["In 5 days."]),
+        KbEntry("long", "Fees", "long", [], ["No monthly fee.", "Cash costs 2% abroad."]),
+        KbEntry("bare", "Close my account", "bare", []),
+        KbEntry("plain-2", "Is there an app?", "plain-2", [], ["Yes, for iOS and Android."]),
+    ]
+    queries = ["i forgot my pin", "how long is card shipping", "is there a fee abroad"]
+    vectors = tier.embed(queries)
+    saved = tier._kb, tier.entries, tier._text_cache
+    try:
+        for entries in (mixed, [mixed[0], mixed[4]]):
+            tier.set_kb(entries)
+            probs, scores, _ = tier.score(vectors)
+            cached = tier.kb_vectors
+            best = np.full((len(queries), len(entries)), -1.0)
+            for kind in ("questions", "passages"):
+                sims = np.full((len(queries), len(entries)), -1.0)
+                for i, entry in enumerate(entries):
+                    texts = (
+                        entry.indexed_texts(passages=False)
+                        if kind == "questions"
+                        else entry.passages
+                    )
+                    for text in texts:
+                        sims[:, i] = np.maximum(sims[:, i], vectors @ cached[text])
+                best = sims if kind == "questions" else kb_similarity(best, sims)
+            known = np.array([tier.label_index.get(e.intent, -1) for e in entries])
+            head = np.where(known >= 0, probs[:, np.maximum(known, 0)], 0.0)
+            expected = tier.head_weight * head + (1 - tier.head_weight) * best
+            assert np.allclose(scores, expected, atol=1e-5), entries
+    finally:
+        tier._kb, tier.entries, tier._text_cache = saved
+
+
+@pytest.mark.slow
 def test_article_without_known_intent_is_reachable_and_set_kb_picks_it_up(tier: BertTier):
     query = "can I open a savings account for my child"
     before = tier.run(query)

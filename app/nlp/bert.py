@@ -843,7 +843,11 @@ class BertTier:
         come from the cache, not the encoder.
 
         Question-like texts (title, alternate questions) and body passages are kept apart:
-        an article's similarity to a query is ``kb_similarity`` of the two."""
+        an article's similarity to a query is ``kb_similarity`` of the two. An article of
+        exactly one text of each kind (a plain FAQ's question and short answer; every article
+        of a KB whose passages were cut to the first) is indexed as their weighted mean
+        instead: the similarity is linear in the query, so one product gives the same sum and
+        reads half the vectors (``score``)."""
         entries = list(entries)
         groups: dict[str, tuple[list[str], list[int]]] = {
             "questions": ([], []),
@@ -862,17 +866,39 @@ class BertTier:
             for text, vec in zip(missing, self.encoder.encode(missing), strict=True):
                 cache[text] = vec
         self._text_cache = {t: cache[t] for t in all_texts}
-        index = {}
-        for name, (texts, owners) in groups.items():
-            matrix = (
+        n, dim = len(entries), self.encoder.dim
+        rows = {
+            name: (
                 np.stack([self._text_cache[t] for t in texts])
                 if texts
-                else np.zeros((0, self.encoder.dim), dtype=np.float32)
+                else np.zeros((0, dim), dtype=np.float32),
+                np.array(owners, dtype=np.int64),
             )
-            index[name] = (columns(matrix), np.array(owners, dtype=np.int64))
+            for name, (texts, owners) in groups.items()
+        }
+        (q_rows, q_owners), (p_rows, p_owners) = rows["questions"], rows["passages"]
+        single = (np.bincount(q_owners, minlength=n) == 1) & (
+            np.bincount(p_owners, minlength=n) == 1
+        )
+        fused = np.flatnonzero(single)
+        blend = np.zeros((len(fused), dim), dtype=np.float32)
+        if len(fused):  # owners are sorted, so the fused articles' rows come in article order
+            blend = (q_rows[single[q_owners]] + PASSAGE_WEIGHT * p_rows[single[p_owners]]) / (
+                1.0 + PASSAGE_WEIGHT
+            )
+        index = {
+            name: (columns(matrix[~single[owners]]), owners[~single[owners]])
+            for name, (matrix, owners) in rows.items()
+        }
         entry_label = np.array([self.label_index.get(e.intent, -1) for e in entries], np.int64)
         # swap everything at once so a concurrent run() sees either the old or the new KB
-        self._kb = (entries, index["questions"], index["passages"], entry_label)
+        self._kb = (
+            entries,
+            index["questions"],
+            index["passages"],
+            (columns(blend.astype(np.float32)), fused),
+            entry_label,
+        )
         self.entries = entries
 
     def with_kb(self, entries: list[KbEntry], reuse_from: BertTier | None = None) -> BertTier:
@@ -939,14 +965,19 @@ class BertTier:
         self, vectors: np.ndarray, priors: np.ndarray | None = None, prior_weight: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray, list[KbEntry]]:
         """Intent probabilities (n, labels), article scores (n, entries) and the entries."""
-        entries, questions, passages, entry_label = self._kb
+        entries, questions, passages, (blend, fused), entry_label = self._kb
         probs = self.intent_probabilities(vectors, priors, prior_weight)
         if not entries:
             return probs, np.zeros((len(vectors), 0), dtype=np.float32), entries
         n = len(entries)
-        best_q = group_max(cosines(vectors, questions[0]), questions[1], n)
-        best_p = group_max(cosines(vectors, passages[0]), passages[1], n)
-        best_sim = kb_similarity(best_q, best_p)
+        if len(fused) == n:  # every article one title and one passage (set_kb)
+            best_sim = cosines(vectors, blend)
+        else:
+            best_q = group_max(cosines(vectors, questions[0]), questions[1], n)
+            best_p = group_max(cosines(vectors, passages[0]), passages[1], n)
+            best_sim = kb_similarity(best_q, best_p)
+            if len(fused):
+                best_sim[:, fused] = cosines(vectors, blend)
         known = entry_label >= 0
         head_part = np.zeros_like(best_sim)
         head_part[:, known] = probs[:, entry_label[known]]
