@@ -488,7 +488,7 @@ def group_max(sims: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray
 
     Groups without columns get -1 (the lowest cosine). reduceat over contiguous segments is
     much faster than ``np.maximum.at`` on every query. When every group has exactly one
-    column (one title per article, one passage per article) ``sims`` is the answer and is
+    column (a title per article and no alternate questions) ``sims`` is the answer and is
     returned as it is, not copied.
     """
     m = sims.shape[1]
@@ -896,7 +896,7 @@ class BertTier:
             entries,
             index["questions"],
             index["passages"],
-            (columns(blend.astype(np.float32)), fused),
+            (columns(blend), fused),
             entry_label,
         )
         self.entries = entries
