@@ -12,7 +12,7 @@ import pytest
 from app.cli import main
 from app.db import session_scope
 from app.models import TrainingExample
-from app.nlp.passages import PASSAGE_WORDS, plain_text, split_passages
+from app.nlp.passages import PASSAGE_WORDS, _split, plain_text, split_passages
 from app.nlp.pipeline.data import (
     GENERATED_NEGATIVES,
     KbArticle,
@@ -273,6 +273,7 @@ def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(main, ["train", "--quiet"])
     assert result.exit_code == 0, result.output
+    assert _split.cache_info().currsize == 0  # training let go of the bodies' passages
     assert "tiers:" in result.output and "bert: on" in result.output
     # three titles to learn from, none of them an intent example anyone imported or taught
     assert "3 labelled texts (0 intent examples, the rest the KB's titles" in result.output

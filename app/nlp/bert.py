@@ -844,8 +844,8 @@ class BertTier:
 
         Question-like texts (title, alternate questions) and body passages are kept apart:
         an article's similarity to a query is ``kb_similarity`` of the two. An article of
-        exactly one text of each kind (a plain FAQ's question and short answer; every article
-        of a KB whose passages were cut to the first) is indexed as their weighted mean
+        exactly one text of each kind (a plain FAQ's question and short answer; an article
+        without alternate questions in a KB whose passages were cut to the first) is indexed as their weighted mean
         instead: the similarity is linear in the query, so one product gives the same sum and
         reads half the vectors (``score``)."""
         entries = list(entries)
@@ -881,11 +881,10 @@ class BertTier:
             np.bincount(p_owners, minlength=n) == 1
         )
         fused = np.flatnonzero(single)
-        blend = np.zeros((len(fused), dim), dtype=np.float32)
-        if len(fused):  # owners are sorted, so the fused articles' rows come in article order
-            blend = (q_rows[single[q_owners]] + PASSAGE_WEIGHT * p_rows[single[p_owners]]) / (
-                1.0 + PASSAGE_WEIGHT
-            )
+        # owners are sorted, so the fused articles' rows come in article order
+        blend = (q_rows[single[q_owners]] + PASSAGE_WEIGHT * p_rows[single[p_owners]]) / (
+            1.0 + PASSAGE_WEIGHT
+        )
         index = {
             name: (columns(matrix[~single[owners]]), owners[~single[owners]])
             for name, (matrix, owners) in rows.items()

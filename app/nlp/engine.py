@@ -53,6 +53,7 @@ from app.nlp.admission import PROCESS_LOAD, Admission, Priority
 from app.nlp.answer_cache import AnswerCache, cache_tag
 from app.nlp.capacity import SpareReview
 from app.nlp.normalize import normalize
+from app.nlp.passages import forget_splits
 from app.nlp.registry import ServingPlan, conversation_bucket
 from app.nlp.store import LoadedVersion
 from app.nlp.types import Decision
@@ -173,21 +174,24 @@ class Engine:
         if not articles:
             raise EngineNotReady("the knowledge base has no published articles")
         routers, manifests = {}, {}
-        for version in plan.versions():
-            try:
-                loaded = self._load_version(models_dir, version)
-                router = self._make_router(loaded, articles, declared, models_dir)
-                for query in WARMUP_QUERIES:  # every tier, whatever route these queries take
-                    router.route(query)
-                    router.route(query, mode="bert")
-            except Exception:
-                if version == plan.active:
-                    raise
-                # a canary or shadow that cannot load must not stop the active version
-                log.exception("model version %s failed to load; serving without it", version)
-                continue
-            routers[version] = router
-            manifests[version] = loaded.manifest
+        try:
+            for version in plan.versions():
+                try:
+                    loaded = self._load_version(models_dir, version)
+                    router = self._make_router(loaded, articles, declared, models_dir)
+                    for query in WARMUP_QUERIES:  # every tier, whatever route they take
+                        router.route(query)
+                        router.route(query, mode="bert")
+                except Exception:
+                    if version == plan.active:
+                        raise
+                    # a canary or shadow that cannot load must not stop the active version
+                    log.exception("model version %s failed to load; serving without it", version)
+                    continue
+                routers[version] = router
+                manifests[version] = loaded.manifest
+        finally:
+            forget_splits()  # the indexes are built: the bodies' passages need not stay
         with _LOADED_LOCK:  # only the plan's versions stay in memory
             for key in [k for k in _LOADED if k[1] not in routers]:
                 del _LOADED[key]

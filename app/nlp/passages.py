@@ -31,7 +31,8 @@ _SPACES = re.compile(r"[ \t\u00a0]+")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 # One training splits every body several times (each held-out fold's BM25 and BERT views, then
 # the served ones): the passages of this many recent bodies are kept, more than the largest KB
-# measured has articles (100,000, where splitting them anew each time took 35 s in all).
+# measured has articles (100,000, where splitting them anew each time took 35 s in all), until
+# the training or the engine's load that needed them calls forget_splits().
 SPLIT_CACHE = 131_072
 
 
@@ -55,6 +56,12 @@ def _sentences(paragraph: str) -> list[str]:
 def split_passages(body: str, max_words: int = PASSAGE_WORDS) -> list[str]:
     """The body's passages, in order; ``[]`` for an empty body."""
     return list(_split(body, max_words))
+
+
+def forget_splits() -> None:
+    """Drop the kept passages: a process that serves would otherwise hold a second copy of
+    the KB's text, and of every KB it loaded before, after the indexes are built."""
+    _split.cache_clear()
 
 
 @functools.lru_cache(maxsize=SPLIT_CACHE)

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from app.nlp.finetune import EPOCHS as FINE_TUNE_EPOCHS
+from app.nlp.passages import forget_splits
 from app.nlp.pipeline.calibrate import calibrate, thin_intents
 from app.nlp.pipeline.data import (
     TrainingData,
@@ -152,6 +153,7 @@ def fit_models(
         bar.step("published")
     finally:
         bar.close()
+        forget_splits()
     return trained
 
 
