@@ -328,3 +328,38 @@ def test_load_errors_are_clear(tmp_path) -> None:
     np.savez(tmp_path / "other.npz", meta=np.zeros(3, dtype=np.uint8))
     with pytest.raises(ValueError, match="not a usable BM25 index"):
         BM25Retriever.load(tmp_path / "other.npz")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    corpus=st.lists(
+        st.tuples(texts, st.lists(texts, max_size=12), st.lists(texts, max_size=12)),
+        min_size=1,
+        max_size=10,
+    ),
+    query=texts,
+)
+def test_every_article_scores_its_best_row_however_many_rows_it_has(corpus, query) -> None:
+    """Articles of up to 12 questions and 12 body passages: both backends give every article
+    the same score, and the best row per article from a score for every row equals a plain
+    per-article maximum (0 for an article whose rows all score below 0)."""
+    filler = " ".join(["padding"] * 40)  # a paragraph longer than half a passage stays alone
+    docs = [
+        BM25Doc(f"s{i}", t, q, "\n\n".join(f"{p} {filler}." for p in ps))
+        for i, (t, q, ps) in enumerate(corpus)
+    ]
+    sparse_index = BM25Retriever(docs, backend="sparse")
+    rank_index = BM25Retriever(docs, backend="rank_bm25")
+    tokens = sparse_index.settings.tokens(query)
+    np.testing.assert_allclose(
+        sparse_index._raw_scores(tokens), rank_index._raw_scores(tokens), atol=1e-9
+    )
+    rng = np.random.default_rng(len(query))
+    for field in sparse_index.fields.values():
+        if field.per_article:
+            continue
+        row_scores = rng.normal(size=field.n_rows)
+        expected = np.zeros(field.n_articles)
+        for row, article in enumerate(field.row_article):
+            expected[article] = max(expected[article], row_scores[row])
+        np.testing.assert_array_equal(field._dense_max_per_article(row_scores), expected)

@@ -169,11 +169,6 @@ class _FieldIndex:
     def article_scores(self, query: list[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def _init_segments(self) -> None:
-        """First row of each article that has rows (rows are grouped by article)."""
-        starts = np.flatnonzero(np.diff(self.row_article, prepend=-1))
-        self._segments = (starts, self.row_article[starts])
-
     def max_idf(self) -> float:
         """The idf of a term no row contains: what an unknown query word weighs in the ideal."""
         return math.log(self.n_rows + 0.5) - math.log(0.5)
@@ -186,10 +181,14 @@ class _FieldIndex:
         return best
 
     def _dense_max_per_article(self, row_scores: np.ndarray) -> np.ndarray:
-        """Same as ``_max_per_article`` from a score for every row (rows grouped by article)."""
-        starts, owners = self._segments
+        """Same as ``_max_per_article`` from a score for every row.
+
+        One ``np.maximum.at`` over all rows (grouped by article, so its indices are sorted):
+        faster than ``np.maximum.reduceat`` over the articles' segments, most of all where
+        articles have one or two rows each (``docs/benchmarks.md``, BM25 at scale).
+        """
         best = np.zeros(self.n_articles)
-        best[owners] = np.maximum(np.maximum.reduceat(row_scores, starts), 0.0)
+        np.maximum.at(best, self.row_article, row_scores)
         return best
 
 
@@ -201,7 +200,6 @@ class _RankBM25Field(_FieldIndex):
         self.row_article = row_article
         self.n_articles = n_articles
         self.n_rows = len(rows)
-        self._init_segments()
         self.model = BM25Okapi(rows, k1=settings.k1, b=settings.b, epsilon=IDF_EPSILON)
 
     def idf(self, term: str) -> float | None:
@@ -234,7 +232,6 @@ class _SparseField(_FieldIndex):
         self.n_articles = n_articles
         self.n_rows = matrix.shape[0]
         self.per_article = per_article
-        self._init_segments()
 
     @classmethod
     def build(cls, rows, row_article, n_articles, per_article, settings: _Settings):
