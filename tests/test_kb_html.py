@@ -185,6 +185,87 @@ def test_zendesk_errors_name_the_article_and_reject_everything(db_url, write_kb_
     ]
 
 
+def test_zendesk_media_become_links_and_relative_addresses_resolve_on_the_article_page(
+    db_url, write_kb_file
+):
+    """A screenshot, a video embed or an image-only article keeps what it shows as a link
+    (the widget shows no media inline); relative addresses resolve against ``html_url``."""
+    page = "https://help.example.com/hc/en-us/articles/11-Find-us"
+    export = {
+        "articles": [
+            {
+                "id": 11,
+                "title": "Where is your office?",
+                "html_url": page,
+                "body": '<p>Follow the map:</p><p><img src="/hc/article_attachments/7/map.png" '
+                'alt="Map to our office"></p><p>See <a href="/hc/en-us/articles/12">parking'
+                ' <img src="https://cdn.example.com/p.svg" alt="(P)"></a>.</p>',
+            },
+            {
+                "id": 12,
+                "title": "Video tour",
+                "html_url": "https://help.example.com/hc/en-us/articles/12",
+                "body": '<iframe src="https://www.youtube.com/embed/abc" title="A tour of the '
+                'app"></iframe><iframe src="https://player.vimeo.com/video/1"></iframe>'
+                '<video controls><source src="https://cdn.example.com/t.mp4">Your browser '
+                "cannot play this.</video>",
+            },
+            {
+                "id": 13,
+                "title": "Next year's designs",
+                "body": None,
+                "draft": True,
+                "html_url": "https://help.example.com/hc/en-us/articles/13",
+            },
+        ]
+    }
+    path = write_kb_file("export.json", json.dumps(export, indent=1))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (2, [])
+    lines = json.dumps(export, indent=1).split("\n")
+    line = next(i for i, text in enumerate(lines) if '"id": 13,' in text)  # the '{' above it
+    assert report.warnings == [
+        f"{path}:{line}: articles[2] (id 13): a draft without a body; not imported"
+    ]
+    stored = articles(db_url)
+    assert set(stored) == {"where-is-your-office", "video-tour"}
+    rel = 'rel="noopener noreferrer nofollow"'
+    assert stored["where-is-your-office"].body == (
+        "<p>Follow the map:</p>\n"
+        f'<p><a href="https://help.example.com/hc/article_attachments/7/map.png" {rel}>Map to '
+        "our office</a></p>\n"
+        f'<p>See <a href="https://help.example.com/hc/en-us/articles/12" {rel}>parking (P)</a>.</p>'
+    )
+    assert stored["video-tour"].body == (  # each embed a paragraph
+        f'<p><a href="https://www.youtube.com/embed/abc" {rel}>A tour of the app</a></p>\n'
+        f'<p><a href="https://player.vimeo.com/video/1" {rel}>Embedded content from '
+        "player.vimeo.com</a></p>\n"
+        f'<p><a href="https://cdn.example.com/t.mp4" {rel}>Video</a></p>'
+    )
+    assert "<a href" in stored["video-tour"].body_html and "cannot play" not in (
+        stored["video-tour"].body_html
+    )
+
+
+def test_a_body_of_markup_without_text_is_an_error_and_a_published_empty_article_too(
+    db_url, write_kb_file
+):
+    export = {
+        "articles": [
+            {"id": 1, "title": "Logo", "body": '<p><img src="data:image/png;base64,AAAA"></p>'},
+            {"id": 2, "title": "Blank", "body": "<p>&nbsp;</p>", "draft": False},
+            {"id": 3, "title": "Empty", "body": None},
+        ]
+    }
+    path = write_kb_file("export.json", json.dumps(export))
+    assert rejected(db_url, [path]) == [
+        f"{path}:1: articles[0] (id 1): body has no text, only markup",
+        f"{path}:1: articles[1] (id 2): body has no text, only markup",
+        f"{path}:1: articles[2] (id 3): body is empty",
+    ]
+    assert articles(db_url) == {}
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

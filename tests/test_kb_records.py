@@ -64,6 +64,21 @@ def test_sanitiser_removes_scripts_handlers_and_javascript_urls(html):
     assert "Hi" in render_body(html)
 
 
+def test_render_body_shows_images_as_links_to_them_never_inline():
+    html = render_body(
+        "The ![settings page](https://example.com/s.png) and ![](https://example.com/t.png).\n\n"
+        "[![badge](https://example.com/b.png)](https://example.com/page) "
+        '![logo](logo.png) <img src="javascript:alert(1)" alt="x">\n\n'
+        '<img alt="raw &amp; kept" src="https://example.com/r.png">'
+    )
+    assert "<img" not in html and "javascript" not in html
+    rel = 'rel="noopener noreferrer nofollow"'
+    assert f'<a href="https://example.com/s.png" {rel}>settings page</a>' in html
+    assert f'<a href="https://example.com/t.png" {rel}>Image</a>' in html
+    assert f'<a href="https://example.com/page" {rel}>badge</a> logo x' in html  # in a link
+    assert f'<a href="https://example.com/r.png" {rel}>raw &amp; kept</a>' in html
+
+
 def test_render_body_keeps_markdown_structure_and_safe_links():
     html = render_body(
         "Use **the app**.\n\n- one\n- two\n\n[Help](https://example.com/help)\n\n"

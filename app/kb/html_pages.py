@@ -16,6 +16,13 @@ allow-list are unwrapped (their text kept), whitespace outside ``<pre>`` collaps
 starts a line, text outside any block is put in a ``<p>``, and a blank line before each ``<pre>``
 lets code keep its blank lines. The record check then filters it with the allow-list (nh3) like
 every other HTML body.
+
+Media the widget does not show inline become links to what they show, so that an answer that is
+a screenshot or a video keeps it: an ``<img>`` a link named by its ``alt`` text (or "Image"),
+an ``<iframe>`` or ``<video>`` one named by its ``title`` (or "Video", "Embedded content from
+<host>"); inside a link, or without an absolute http(s) address, only the name (an image's alt
+text) is kept. An exported body that knows its page (a Zendesk article's ``html_url``) has its
+relative links and media addresses made absolute against it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
+from urllib.parse import urljoin, urlsplit
 
 from app.kb.sanitize import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
 
@@ -68,6 +76,8 @@ _IMPLIED = {
 _HEAD_TAGS = frozenset("title meta link base style script noscript template".split())
 _INLINE = (ALLOWED_TAGS - BLOCKS) | frozenset({"span", "font", "mark", "time", "label", "img"})
 _HTML_SPACE = re.compile(r"[ \t\n\r\f]+")
+# Written as a link to what they show (see the module docstring), wherever they are.
+MEDIA = frozenset({"img", "iframe", "video"})
 
 
 @dataclass(eq=False)
@@ -203,9 +213,11 @@ def _label_buttons(root: Node) -> None:
 class _Writer:
     """Writes a tree as Markdown-proof, allow-listed HTML (see the module docstring)."""
 
-    def __init__(self, skip: frozenset[str], omit: Node | None) -> None:
+    def __init__(self, skip: frozenset[str], omit: Node | None, base: str | None = None) -> None:
         self.skip = skip
         self.omit = omit
+        self.base = base
+        self.in_link = 0
         self.out: list[str] = []
         self.in_pre = 0
         self.depth = 0  # allowed block elements open; text outside all of them gets a <p>
@@ -248,9 +260,54 @@ class _Writer:
             self._inline(escape(stripped, quote=False))
             self.space = data.endswith(" ")
 
+    def _url(self, value: str | None) -> str | None:
+        """``value`` made absolute against the page the body came from, when known."""
+        value = (value or "").strip()
+        if value and self.base and not urlsplit(value).scheme:
+            return urljoin(self.base, value)
+        return value or None
+
+    def _media(self, node: Node) -> None:
+        attrs = dict(node.attrs)
+        src = attrs.get("src")
+        if node.tag == "video" and not src:
+            source = node.find("source")
+            src = dict(source.attrs).get("src") if source else None
+        url = self._url(src)
+        if node.tag == "img":
+            name = " ".join((attrs.get("alt") or "").split())
+            label = name or "Image"
+        else:
+            name = ""
+            label = " ".join((attrs.get("title") or "").split())
+            if not label and node.tag == "video":
+                label = "Video"
+        absolute = url is not None and urlsplit(url).scheme in ("http", "https")
+        if not label and absolute:
+            label = f"Embedded content from {urlsplit(url).hostname}"
+        if absolute and not self.in_link:
+            link = f'<a href="{escape(url, quote=True)}">{escape(label, quote=False)}</a>'
+            if node.tag == "img":
+                self._inline(link)
+            elif self.depth == 0 and not self.in_pre:  # an embed: a paragraph of its own
+                self._close_auto_p()
+                self._block_start("<p>")
+                self.out.append(link + "</p>")
+            else:
+                self.space = True
+                self._inline(link)
+                self.space = True
+        elif name or (self.in_link and label):
+            self._inline(escape(name or label, quote=False))
+
     def node(self, node: Node) -> None:
         tag = node.tag
-        if tag in self.skip or node is self.omit:
+        if node is self.omit:
+            return
+        if tag in MEDIA:
+            self._media(node)
+            return
+        if tag in self.skip:
             return
         if tag not in ALLOWED_TAGS:
             boundary = tag in CONTAINERS and self.depth == 0
@@ -261,13 +318,13 @@ class _Writer:
                 self._close_auto_p()
             return
         allowed = ALLOWED_ATTRIBUTES.get(tag, ())
+        attrs = [
+            (name, self._url(value) if name == "href" else value)
+            for name, value in node.attrs
+            if name in allowed
+        ]
         start = "<{}{}>".format(
-            tag,
-            "".join(
-                f' {name}="{escape(value or "", quote=True)}"'
-                for name, value in node.attrs
-                if name in allowed
-            ),
+            tag, "".join(f' {name}="{escape(value or "", quote=True)}"' for name, value in attrs)
         )
         block = tag in BLOCKS
         if block:
@@ -282,6 +339,7 @@ class _Writer:
             # A newline right after <pre> is not content (HTML drops it too).
             children = [children[0].removeprefix("\n"), *children[1:]]
         self.in_pre += tag == "pre"
+        self.in_link += tag == "a"
         self.depth += block
         for child in children:
             if isinstance(child, str):
@@ -289,6 +347,7 @@ class _Writer:
             else:
                 self.node(child)
         self.depth -= block
+        self.in_link -= tag == "a"
         self.in_pre -= tag == "pre"
         if block:
             self.space = False
@@ -306,15 +365,22 @@ class _Writer:
         return "".join(self.out).strip()
 
 
-def write_body(node: Node, skip: frozenset[str] = NOT_CONTENT, omit: Node | None = None) -> str:
-    writer = _Writer(skip, omit)
+def write_body(
+    node: Node,
+    skip: frozenset[str] = NOT_CONTENT,
+    omit: Node | None = None,
+    base: str | None = None,
+) -> str:
+    """``node``'s content as the stored body; relative addresses resolved against ``base``."""
+    writer = _Writer(skip, omit, base)
     writer.children(node)
     return writer.result()
 
 
-def html_fragment(html: str) -> str:
-    """An exported HTML body (Zendesk's ``body``) in the form pages are stored in."""
-    return write_body(parse_html(html.replace("\r\n", "\n").replace("\r", "\n")))
+def html_fragment(html: str, base: str | None = None) -> str:
+    """An exported HTML body (Zendesk's ``body``) in the form pages are stored in; ``base``
+    is the page it was published at (relative links and media addresses resolve against it)."""
+    return write_body(parse_html(html.replace("\r\n", "\n").replace("\r", "\n")), base=base)
 
 
 # ----------------------------------------------------------------------------- pages

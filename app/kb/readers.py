@@ -36,6 +36,7 @@ from app.kb.html_pages import HTML_SUFFIXES, html_fragment, page_fields, parse_h
 from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
+from app.kb.sanitize import has_text
 from app.kb.textfiles import (
     ByteCounter,
     CsvRow,
@@ -529,11 +530,19 @@ def _zendesk_article(
         return None
     if obj.get("id") is not None:
         label = f"{label} (id {obj['id']})"
-    body = obj.get("body")
+    body, page = obj.get("body"), obj.get("html_url")
+    if isinstance(body, str):
+        body = html_fragment(body, page if isinstance(page, str) else None)
+    if obj.get("draft") is True and (
+        body is None or (isinstance(body, str) and not has_text(body))
+    ):
+        # A help centre's empty drafts are work not started: nothing to store or to answer.
+        problems.warn(display, line, f"{label}: a draft without a body; not imported")
+        return None
     fields: dict[str, object] = {
         "title": obj.get("title"),
-        "body": html_fragment(body) if isinstance(body, str) else body,
-        "source": obj.get("html_url") or display,
+        "body": body,
+        "source": page or display,
         "tags": obj.get("label_names"),
     }
     section = obj.get("section_id")

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.kb.sanitize import clean_source
+from app.kb.sanitize import clean_source, has_text
 from app.kb.slugs import is_valid_slug, slugify
 from app.models import Article
 
@@ -30,7 +30,7 @@ MAX_QUESTION = 500
 MAX_QUESTIONS = 1_000  # a shipped chit-chat export lists up to 400 questions under one answer
 
 # Bump when rendering or normalisation changes, so the next import refreshes every article.
-RENDER_VERSION = 1
+RENDER_VERSION = 2
 
 LIST_SEPARATOR = "|"
 _TRUE = {"1", "true", "yes", "y", "on", "published", "live", "public", "active"}
@@ -249,6 +249,8 @@ def prepare_record(record: ArticleRecord) -> PreparedArticle:
         reasons.append("title is empty")
     if not body:
         reasons.append("body is empty")
+    elif not has_text(body):
+        reasons.append("body has no text, only markup")
     _check_length(title, "title", MAX_TITLE, reasons)
     _check_length(body, "body", MAX_BODY, reasons)
 

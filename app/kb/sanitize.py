@@ -9,7 +9,9 @@ schemes below survive, so no script, style, event handler or ``javascript:`` URL
 
 from __future__ import annotations
 
+import html
 import re
+from urllib.parse import urlsplit
 
 import nh3
 from markdown_it_pyrs import MarkdownIt
@@ -55,6 +57,16 @@ def contains_html(text: str) -> bool:
     return bool(_HTML_TAG.search(text))
 
 
+_ANY_TAG = re.compile(r"<[^>]*>")
+
+
+def has_text(body: str) -> bool:
+    """Whether a cleaned body says anything: not only tags (``<p></p>``) and spaces."""
+    if not contains_html(body):
+        return bool(body.strip())
+    return bool(html.unescape(_ANY_TAG.sub("", body)).strip())
+
+
 def clean_source(body: str) -> str:
     """The body as it is stored: unchanged Markdown, or with its HTML filtered by the allow-list.
 
@@ -69,5 +81,26 @@ def clean_source(body: str) -> str:
 
 
 def render_body(body: str) -> str:
-    """Markdown or HTML in, safe HTML out (what the widget and the console display)."""
-    return _clean(_MARKDOWN.render(body)).strip()
+    """Markdown or HTML in, safe HTML out (what the widget and the console display).
+
+    Images are not shown inline (an image from another site would tell it who reads the
+    answer): one at an absolute http(s) address becomes a link to it named by its alt text (or
+    "Image"), any other its alt text, as HTML imports write them (``app/kb/html_pages.py``).
+    """
+    return _clean(_IMG_TAG.sub(_image_link, _MARKDOWN.render(body))).strip()
+
+
+_IMG_TAG = re.compile(r"<img\b([^>]*)>", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"""([A-Za-z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
+
+
+def _image_link(match: re.Match) -> str:
+    attrs: dict[str, str] = {}
+    for name, double, single, bare in _ATTRIBUTE.findall(match.group(1)):
+        attrs.setdefault(name.lower(), html.unescape(double or single or bare))
+    src, alt = attrs.get("src", "").strip(), " ".join(attrs.get("alt", "").split())
+    before = match.string[: match.start()]
+    in_link = max(before.rfind("<a "), before.rfind("<a>")) > before.rfind("</a>")
+    if not in_link and urlsplit(src).scheme.lower() in ("http", "https"):
+        return f'<a href="{html.escape(src)}">{html.escape(alt or "Image", quote=False)}</a>'
+    return html.escape(alt, quote=False)
