@@ -87,6 +87,61 @@ def test_main_is_preferred_to_article_and_body(db_url, write_kb_file):
     assert fees.body_html == fees.body
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        '<link rel="canonical" href="https://help.example.com/billing/refunds">',
+        '<meta property="og:url" content="https://help.example.com/billing/refunds">',
+        '<base href="https://help.example.com/billing/"><link rel="canonical" href="/x">',
+    ],
+)
+def test_a_saved_page_that_says_where_it_was_published_keeps_working_links(
+    db_url, write_kb_file, where
+):
+    """Relative links and images of a saved page resolve against its published address, in
+    a page and in an FAQ page's JSON-LD answers; a page that does not say keeps only names."""
+    faq = {
+        "@context": "https://schema.org",
+        "@type": "FAQPage",
+        "mainEntity": [
+            {
+                "@type": "Question",
+                "name": f"How do I {verb}?",
+                "acceptedAnswer": {"@type": "Answer", "text": f'See <a href="{verb}">this</a>.'},
+            }
+            for verb in ("pay", "cancel", "upgrade")
+        ],
+    }
+    page = write_kb_file(
+        "refunds.html",
+        f"<html><head><title>Refunds</title>{where}</head><body><main><p>Fill in the "
+        '<a href="form">refund form</a>:</p><p><img src="img/form.png" alt="The refund form">'
+        "</p></main></body></html>",
+    )
+    faq_page = write_kb_file(
+        "faq.html",
+        f"<html><head><title>FAQ</title>{where}<script type='application/ld+json'>"
+        f"{json.dumps(faq)}</script></head><body></body></html>",
+    )
+    bare = write_kb_file(
+        "bare.html",
+        '<html><head><title>Bare</title></head><body><p>See <a href="form">the form</a> '
+        '<img src="img/form.png" alt="(screenshot)">.</p></body></html>',
+    )
+    run_import(db_url, [page, faq_page, bare])
+    stored = articles(db_url)
+    rel = 'rel="noopener noreferrer nofollow"'
+    assert stored["refunds"].body == (
+        f'<p>Fill in the <a href="https://help.example.com/billing/form" {rel}>refund form</a>:'
+        f'</p>\n<p><a href="https://help.example.com/billing/img/form.png" {rel}>The refund '
+        "form</a></p>"
+    )
+    assert stored["how-do-i-cancel"].body == (
+        f'<p>See <a href="https://help.example.com/billing/cancel" {rel}>this</a>.</p>'
+    )
+    assert stored["bare"].body == f'<p>See <a href="form" {rel}>the form</a> (screenshot).</p>'
+
+
 def test_a_page_inside_a_form_keeps_its_content_not_its_controls(db_url, write_kb_file):
     path = write_kb_file(
         "webforms.aspx.html",

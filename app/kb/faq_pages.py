@@ -126,11 +126,12 @@ def _rows(
 
 
 def html_faq_rows(
-    text: str, root: Node, display: str, problems: Problems
+    text: str, root: Node, display: str, problems: Problems, address: str | None = None
 ) -> list[SourceRow] | None:
     """The articles of the page ``text`` (parsed as ``root``), or None when it is not an FAQ
-    page (see the module docstring)."""
-    items = _json_ld_items(text, root, display, problems)
+    page (see the module docstring); ``address`` is where the page was published, against
+    which the JSON-LD answers' relative links resolve (the page's own already are)."""
+    items = _json_ld_items(text, root, display, problems, address)
     if items is None:
         content = page_content(root)
         items = _heading_items(content) or _details_items(content) or _definition_items(content)
@@ -307,7 +308,9 @@ def _list_entries(dl: Node) -> Iterator[Node]:
 # ----------------------------------------------------------------------------- JSON-LD
 
 
-def _json_ld_items(text: str, root: Node, display: str, problems: Problems) -> list[FaqItem] | None:
+def _json_ld_items(
+    text: str, root: Node, display: str, problems: Problems, address: str | None
+) -> list[FaqItem] | None:
     """Rule 1: the questions of the page's FAQPage JSON-LD, or None when it has none."""
     items: list[FaqItem] = []
     found = False
@@ -335,7 +338,7 @@ def _json_ld_items(text: str, root: Node, display: str, problems: Problems) -> l
                 entities = [_resolved(entity, nodes) for entity in entities]
                 found = True
                 items.extend(
-                    _entity_items(entities, raw, first_line, len(items), display, problems)
+                    _entity_items(entities, raw, first_line, len(items), display, problems, address)
                 )
     return items if found else None
 
@@ -403,7 +406,13 @@ def _faq_pages(data: object) -> list[dict]:
 
 
 def _entity_items(
-    entities: list, raw: str, first_line: int, before: int, display: str, problems: Problems
+    entities: list,
+    raw: str,
+    first_line: int,
+    before: int,
+    display: str,
+    problems: Problems,
+    address: str | None,
 ) -> list[FaqItem]:
     """An FAQPage's ``mainEntity`` Questions; ``before`` questions were read already."""
     items = []
@@ -425,7 +434,7 @@ def _entity_items(
         if isinstance(answer, list):
             answer = next((a for a in answer if isinstance(a, dict)), None)
         answer_text = answer.get("text") if isinstance(answer, dict) else None
-        body = html_fragment(answer_text) if isinstance(answer_text, str) else ""
+        body = html_fragment(answer_text, address) if isinstance(answer_text, str) else ""
         anchor = None
         for key in ("url", "@id"):
             value = entity.get(key)

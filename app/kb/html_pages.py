@@ -21,8 +21,9 @@ Media the widget does not show inline become links to what they show, so that an
 a screenshot or a video keeps it: an ``<img>`` a link named by its ``alt`` text (or "Image"),
 an ``<iframe>`` or ``<video>`` one named by its ``title`` (or "Video", "Embedded content from
 <host>"); inside a link, or without an absolute http(s) address, only the name (an image's alt
-text) is kept. An exported body that knows its page (a Zendesk article's ``html_url``) has its
-relative links and media addresses made absolute against it.
+text) is kept. A body that knows where it was published (a Zendesk article's ``html_url``, a
+saved page's ``<base href>``, canonical link or ``og:url``) has its relative links and media
+addresses made absolute against it.
 """
 
 from __future__ import annotations
@@ -213,10 +214,9 @@ def _label_buttons(root: Node) -> None:
 class _Writer:
     """Writes a tree as Markdown-proof, allow-listed HTML (see the module docstring)."""
 
-    def __init__(self, skip: frozenset[str], omit: Node | None, base: str | None = None) -> None:
+    def __init__(self, skip: frozenset[str], omit: Node | None) -> None:
         self.skip = skip
         self.omit = omit
-        self.base = base
         self.in_link = 0
         self.out: list[str] = []
         self.in_pre = 0
@@ -260,20 +260,13 @@ class _Writer:
             self._inline(escape(stripped, quote=False))
             self.space = data.endswith(" ")
 
-    def _url(self, value: str | None) -> str | None:
-        """``value`` made absolute against the page the body came from, when known."""
-        value = (value or "").strip()
-        if value and self.base and not urlsplit(value).scheme:
-            return urljoin(self.base, value)
-        return value or None
-
     def _media(self, node: Node) -> None:
         attrs = dict(node.attrs)
         src = attrs.get("src")
         if node.tag == "video" and not src:
             source = node.find("source")
             src = dict(source.attrs).get("src") if source else None
-        url = self._url(src)
+        url = (src or "").strip() or None
         if node.tag == "img":
             name = " ".join((attrs.get("alt") or "").split())
             label = name or "Image"
@@ -318,13 +311,13 @@ class _Writer:
                 self._close_auto_p()
             return
         allowed = ALLOWED_ATTRIBUTES.get(tag, ())
-        attrs = [
-            (name, self._url(value) if name == "href" else value)
-            for name, value in node.attrs
-            if name in allowed
-        ]
         start = "<{}{}>".format(
-            tag, "".join(f' {name}="{escape(value or "", quote=True)}"' for name, value in attrs)
+            tag,
+            "".join(
+                f' {name}="{escape(value or "", quote=True)}"'
+                for name, value in node.attrs
+                if name in allowed
+            ),
         )
         block = tag in BLOCKS
         if block:
@@ -365,22 +358,66 @@ class _Writer:
         return "".join(self.out).strip()
 
 
-def write_body(
-    node: Node,
-    skip: frozenset[str] = NOT_CONTENT,
-    omit: Node | None = None,
-    base: str | None = None,
-) -> str:
-    """``node``'s content as the stored body; relative addresses resolved against ``base``."""
-    writer = _Writer(skip, omit, base)
+def write_body(node: Node, skip: frozenset[str] = NOT_CONTENT, omit: Node | None = None) -> str:
+    writer = _Writer(skip, omit)
     writer.children(node)
     return writer.result()
 
 
 def html_fragment(html: str, base: str | None = None) -> str:
     """An exported HTML body (Zendesk's ``body``) in the form pages are stored in; ``base``
-    is the page it was published at (relative links and media addresses resolve against it)."""
-    return write_body(parse_html(html.replace("\r\n", "\n").replace("\r", "\n")), base=base)
+    is the page it was published at (``resolve_addresses``)."""
+    root = parse_html(html.replace("\r\n", "\n").replace("\r", "\n"))
+    if base:
+        resolve_addresses(root, base)
+    return write_body(root)
+
+
+_ADDRESSES = ("href", "src")
+
+
+def resolve_addresses(root: Node, base: str) -> None:
+    """Make the links and media addresses under ``root`` absolute against ``base`` (the page
+    they were published on), in place: in the widget a relative link would point at tierdesk."""
+    stack: list[Node | str] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            continue
+        if any(name in _ADDRESSES for name, _ in node.attrs):
+            node.attrs = [
+                (name, _absolute(base, value) if name in _ADDRESSES and value else value)
+                for name, value in node.attrs
+            ]
+        stack.extend(node.children)
+
+
+def _absolute(base: str, value: str) -> str:
+    value = value.strip()
+    return value if urlsplit(value).scheme else urljoin(base, value)
+
+
+def page_address(root: Node) -> str | None:
+    """Where a saved page was published, when it says: its ``<base href>``, else its canonical
+    link, else its ``og:url`` (absolute http(s) addresses only)."""
+    candidates = [
+        *(dict(n.attrs).get("href") for n in root.find_all("base")),
+        *(
+            dict(n.attrs).get("href")
+            for n in root.find_all("link")
+            if "canonical" in (dict(n.attrs).get("rel") or "").lower().split()
+        ),
+        *(
+            dict(n.attrs).get("content")
+            for n in root.find_all("meta")
+            if (dict(n.attrs).get("property") or "").lower() == "og:url"
+        ),
+    ]
+    for value in candidates:
+        value = (value or "").strip()
+        if urlsplit(value).scheme.lower() in ("http", "https") and urlsplit(value).netloc:
+            return value
+    return None
 
 
 # ----------------------------------------------------------------------------- pages

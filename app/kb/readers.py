@@ -32,7 +32,14 @@ from pathlib import Path
 import yaml
 
 from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
-from app.kb.html_pages import HTML_SUFFIXES, html_fragment, page_fields, parse_html
+from app.kb.html_pages import (
+    HTML_SUFFIXES,
+    html_fragment,
+    page_address,
+    page_fields,
+    parse_html,
+    resolve_addresses,
+)
 from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
@@ -749,7 +756,10 @@ def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteC
     if text is None:
         return
     root = parse_html(text)
-    rows = html_faq_rows(text, root, display, problems)
+    address = page_address(root)
+    if address:
+        resolve_addresses(root, address)
+    rows = html_faq_rows(text, root, display, problems, address)
     if rows is not None:
         yield from rows
         return
