@@ -20,3 +20,18 @@ def test_html_to_text_keeps_paragraphs_and_list_items_and_drops_scripts():
         "<li>Order &amp; wait</li></ul><script>alert(1)</script>"
     )
     assert html_to_text(html) == "Cards arrive in 5 days.\n\n- Freeze it\n\n- Order & wait"
+
+
+def test_html_to_text_says_where_a_link_goes_unless_its_text_does():
+    html = (
+        '<p>Fill in the <a href="https://example.com/refund">refund form</a> or '
+        '<a href="mailto:help@example.com">write to us</a>.</p>'
+        '<p><a href="https://example.com/status">https://example.com/status</a>, '
+        '<a href="mailto:help@example.com">help@example.com</a>, <a href="/contact">contact</a>, '
+        '<a href="javascript:x()">x</a></p>'
+    )
+    assert html_to_text(html) == (
+        "Fill in the refund form (https://example.com/refund) or write to us "
+        "(help@example.com).\n\n"
+        "https://example.com/status, help@example.com, contact, x"
+    )

@@ -8,6 +8,7 @@ import re
 from html import unescape
 from html.parser import HTMLParser
 
+_LINKED = re.compile(r"(https?://|mailto:)", re.IGNORECASE)
 _BLOCK_TAGS = frozenset(
     {
         "p",
@@ -37,6 +38,7 @@ class _TextExtractor(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self._skip = 0
+        self._links: list[tuple[int, str]] = []  # open <a>: where its text starts, its address
 
     def handle_starttag(self, tag: str, attrs) -> None:
         if tag in ("script", "style"):
@@ -45,12 +47,22 @@ class _TextExtractor(HTMLParser):
             self.parts.append("\n")
         if tag == "li":
             self.parts.append("- ")
+        if tag == "a":
+            self._links.append((len(self.parts), (dict(attrs).get("href") or "").strip()))
 
     def handle_endtag(self, tag: str) -> None:
         if tag in ("script", "style"):
             self._skip = max(0, self._skip - 1)
         elif tag in _BLOCK_TAGS:
             self.parts.append("\n")
+        if tag == "a" and self._links:
+            # A link keeps where it goes: "the refund form (https://...)", as text channels
+            # show links; not when its text is the address already.
+            start, href = self._links.pop()
+            address = href.removeprefix("mailto:")
+            text = "".join(self.parts[start:])
+            if _LINKED.match(href) and address not in text:
+                self.parts.append(f" ({address})")
 
     def handle_data(self, data: str) -> None:
         if not self._skip:
