@@ -263,6 +263,23 @@ def test_bert_finds_an_answer_in_the_fifth_paragraph():
     assert result.intents[0][0] == "account-guide"  # intents come from the candidates
 
 
+def test_a_kb_of_one_text_says_what_to_add_and_publishes_nothing(make_app, tmp_path):
+    faq = tmp_path / "faq.csv"
+    faq.write_text("title,body\nHow do I reset my password?,Use the sign-in page.\n")
+    app = make_app(INTENTS_DIR=tmp_path / "no-intents")
+    runner = app.test_cli_runner()
+    assert runner.invoke(main, ["kb", "import", str(faq)]).exit_code == 0
+    result = runner.invoke(main, ["train", "--quiet"])
+    assert result.exit_code == 1
+    assert "too few texts to hold any out for tuning: 1 (titles, alternate questions" in (
+        result.output
+    )
+    assert "import at least one more article, or add an alternate question" in result.output
+    assert not (tmp_path / "models" / "versions").exists() or not any(
+        (tmp_path / "models" / "versions").iterdir()
+    )
+
+
 @pytest.mark.slow
 def test_a_plain_faq_of_three_articles_trains_and_answers(make_app, tmp_path):
     faq = tmp_path / "faq.csv"

@@ -128,7 +128,11 @@ def plan_held_out(
         pairs = [(list(range(len(data.texts))), list(range(len(data.texts), len(texts))))]
         refit = False
     if not pairs or not any(held for _, held in pairs):
-        raise TrainingError("too few texts to hold any out for tuning (need at least 2)")
+        raise TrainingError(
+            f"too few texts to hold any out for tuning: {len(data.texts)} (titles, alternate "
+            "questions and intent examples); import at least one more article, or add an "
+            "alternate question or a taught example"
+        )
     generated = generated_negatives(seed=seed)
     candidates = list(dict.fromkeys([*data.oos_texts, *generated]))
     labelled = in_scope_negatives(candidates, texts)
