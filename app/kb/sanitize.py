@@ -99,7 +99,7 @@ def _image_link(match: re.Match) -> str:
     for name, double, single, bare in _ATTRIBUTE.findall(match.group(1)):
         attrs.setdefault(name.lower(), html.unescape(double or single or bare))
     src, alt = attrs.get("src", "").strip(), " ".join(attrs.get("alt", "").split())
-    before = match.string[: match.start()]
+    before = match.string[: match.start()].lower()
     in_link = max(before.rfind("<a "), before.rfind("<a>")) > before.rfind("</a>")
     if not in_link and urlsplit(src).scheme.lower() in ("http", "https"):
         return f'<a href="{html.escape(src)}">{html.escape(alt or "Image", quote=False)}</a>'
