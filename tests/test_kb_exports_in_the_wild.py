@@ -109,15 +109,64 @@ def test_a_file_name_in_another_encoding_imports(db_url, tmp_path):
 # ----------------------------------------------------------------------------- JSON
 
 
-def test_two_json_documents_in_one_file_are_an_error_not_half_an_import(db_url, write_kb_file):
-    page = {"articles": [{"title": "How do I pay?", "body": "<p>By card.</p>"}]}
-    path = write_kb_file("zendesk.json", json.dumps(page) + "\n" + json.dumps(page) + "\n")
+def _page(*ids: int, more: bool = True) -> dict:
+    """One page of Zendesk's paginated articles API."""
+    articles = [
+        {"id": i, "title": f"Question {i}?", "body": f"<p>Answer {i}.</p>", "section_id": 7}
+        for i in ids
+    ]
+    return {"articles": articles, "next_page": "https://x/articles.json?page=2" if more else None}
+
+
+@pytest.mark.parametrize(
+    ("name", "layout"),
+    [
+        ("appended.json", "\n".join),  # curl >> appending each page's answer
+        ("pages.json", lambda pages: json.dumps([json.loads(p) for p in pages], indent=1)),
+        ("pages.jsonl", lambda pages: "\n".join(pages) + "\n"),
+    ],
+)
+def test_pages_of_an_export_are_read_in_turn_and_an_overlap_once(
+    db_url, write_kb_file, name, layout
+):
+    """Zendesk's API answers 30 to 100 articles a page: pages saved one after another, as a
+    JSON list or as JSONL are one export. An article on two pages (the help centre changed
+    while they were fetched) is read once, with a warning; the last page may be empty."""
+    pages = [json.dumps(_page(1, 2)), json.dumps(_page(2, 3)), json.dumps(_page(more=False))]
+    path = write_kb_file(name, layout(pages))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (3, [])
+    assert sorted(articles(db_url)) == ["question-1", "question-2", "question-3"]
+    (warning,) = report.warnings
+    assert "(id 2): the same record as at " in warning and warning.endswith("; read once")
+    assert warning.startswith(f"{path}:")
+
+
+def test_an_export_whose_pages_hold_nothing_is_an_error(db_url, write_kb_file):
+    empty = json.dumps(_page(more=False))
+    for name, text in [
+        ("appended.json", empty + "\n" + empty),
+        ("pages.json", f"[{empty}, {empty}]"),
+        ("pages.jsonl", empty + "\n"),
+    ]:
+        path = write_kb_file(name, text)
+        problems = rejected(db_url, [path])
+        assert problems in (
+            [f"{path}:1: the list is empty"],
+            [f"{path}:1: the export's pages hold no records"],
+        ), problems
+
+
+def test_json_after_an_export_that_is_not_another_page_is_an_error(db_url, write_kb_file):
+    page = json.dumps({"articles": [{"title": "How do I pay?", "body": "<p>By card.</p>"}]})
+    path = write_kb_file("zendesk.json", page + "\n" + '["not", "a", "page"]\n')
     assert rejected(db_url, [path]) == [
         f"{path}:2: more JSON after the end of the first document (two exports in one file?); "
         "give each its own file, or join their lists"
     ]
     lists = write_kb_file("lists.json", '[{"title": "A", "body": "a"}]\n[{"title": "B"}]\n')
     assert rejected(db_url, [lists])[0].startswith(f"{lists}:2: more JSON after")
+    assert articles(db_url) == {}
 
 
 ZENDESK_ARTICLE = {

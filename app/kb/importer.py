@@ -105,9 +105,17 @@ def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArti
     total = sum(path.stat().st_size for path, _ in files)
     checked: list[_Checked] = []
     explicit: dict[str, str] = {}  # slug given in the files -> where
+    origins: dict[str, str] = {}  # a record's id in its export -> where it was first read
     with _bar(total, progress and total >= PROGRESS_MIN_BYTES, desc="reading", unit="B",
               unit_scale=True) as bar:  # fmt: skip
         for row in read_rows(files, problems, bar.update):
+            if row.origin is not None:  # overlapping pages of an export list a record twice
+                first = origins.setdefault(row.origin, f"{row.file}:{row.line}")
+                if first != f"{row.file}:{row.line}":
+                    problems.warn(
+                        row.file, row.line, row.reason(f"the same record as at {first}; read once")
+                    )
+                    continue
             try:
                 article = prepare_record(record_from_fields(row.fields))
             except InvalidArticle as exc:

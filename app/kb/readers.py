@@ -297,7 +297,7 @@ _JSON = json.JSONDecoder(parse_int=_json_int)
 
 
 def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    count = 0
+    count = pages = rows = 0
     for lineno, line in enumerate(decoded_lines(path, display, problems, on_bytes), 1):
         if not line.strip():
             continue
@@ -307,11 +307,20 @@ def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCount
         except json.JSONDecodeError as exc:
             problems.add(display, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
+        if (key := _page_key(obj)) is not None:  # one page of an export per line
+            pages += 1
+            for row in _page_rows(obj, key, f"line {lineno}", display, lineno, problems):
+                rows += 1
+                yield row
+            continue
         row = _object_row(obj, "object", display, lineno, problems)
         if row is not None:
+            rows += 1
             yield row
     if count == 0 and not problems.locations & {(display, 1)}:
         problems.add(display, 1, "file is empty")
+    elif pages and not rows and not problems:
+        problems.add(display, 1, "the export's pages hold no records")
 
 
 _WS = re.compile(r"\s*")
@@ -331,14 +340,24 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
         problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
         return
     items = _list_items(text, pos, display, problems)
+    rows = pages = 0
     while True:
         try:
             line, index, obj = next(items)
         except StopIteration as end:
             _nothing_after(text, end.value, display, problems)
+            if pages and not rows and not problems:
+                problems.add(display, _line_at(text, pos), "the export's pages hold no records")
             return
+        if (key := _page_key(obj)) is not None:  # a list of an export's pages
+            pages += 1
+            for row in _page_rows(obj, key, f"[{index}]", display, line, problems):
+                rows += 1
+                yield row
+            continue
         row = _object_row(obj, f"[{index}]", display, line, problems)
         if row is not None:
+            rows += 1
             yield row
 
 
@@ -380,9 +399,10 @@ _JSON_SHAPES = (
 )
 
 
-def _list_items(text: str, pos: int, display: str, problems: Problems):
+def _list_items(text: str, pos: int, display: str, problems: Problems, empty_ok: bool = False):
     """(line, index, value) of each element of the JSON list at ``pos``; returns the position
-    after the list, or None after reporting a problem."""
+    after the list, or None after reporting a problem (an empty list is one unless
+    ``empty_ok``)."""
     line = _line_at(text, pos)
     pos += 1
     counted_to = pos
@@ -390,6 +410,8 @@ def _list_items(text: str, pos: int, display: str, problems: Problems):
     while True:
         pos = _WS.match(text, pos).end()
         if pos < len(text) and text[pos] == "]" and index == 0:
+            if empty_ok:
+                return pos + 1
             problems.add(display, line, "the list is empty")
             return None
         if index:
@@ -423,22 +445,36 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
     ``qnaDocuments`` (QnA Maker's "Download knowledgebase"), ``assets`` with ``qnas`` (an
     Azure AI Language question answering project export), ``FaqDocuments`` (an Amazon Kendra
     FAQ in its JSON format) or ``qna`` (a QnABot on AWS export). Other members (``count``,
-    ``next_page``, ``metadata``, ``synonyms``...) are skipped. An object with none of those keys but one list of objects
-    (``{"faqs": [...]}``) is read as a list of article objects, with a note."""
-    try:
-        walked = yield from _members(text, pos, display, problems, _EXPORTS)
-        if walked is not None and walked[1] is None and (key := _only_list_of_objects(text)):
-            problems.note(display, 1, f"'{key}' read as a list of article objects")
-            walked = yield from _members(
-                text, pos, display, problems, {key.casefold(): _records(_article_object)}
-            )
-    except json.JSONDecodeError as exc:
-        problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
-        return
-    if walked is not None and walked[1] is None:
-        problems.add(display, 1, f"expected {_JSON_SHAPES}")
-    elif walked is not None:
-        _nothing_after(text, walked[0], display, problems)
+    ``next_page``, ``metadata``, ``synonyms``...) are skipped. Several such objects one after
+    another (the pages of a paginated API saved to one file) are read in turn. An object with
+    none of those keys but one list of objects (``{"faqs": [...]}``) is read as a list of
+    article objects, with a note."""
+    handlers = _EXPORTS
+    while True:
+        try:
+            walked = yield from _members(text, pos, display, problems, handlers)
+            if walked is not None and walked[1] is None and (key := _only_list_of_objects(text)):
+                problems.note(display, 1, f"'{key}' read as a list of article objects")
+                walked = yield from _members(
+                    text, pos, display, problems, {key.casefold(): _records(_article_object)}
+                )
+                if walked is not None:
+                    _nothing_after(text, walked[0], display, problems)
+                return
+        except json.JSONDecodeError as exc:
+            problems.add(display, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
+            return
+        if walked is None:
+            return
+        if walked[1] is None:
+            problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
+            return
+        # Pages of an API's answer saved one after another: each is an export of its own.
+        pos = _WS.match(text, walked[0]).end()
+        if not text.startswith("{", pos):
+            _nothing_after(text, walked[0], display, problems)
+            return
+        handlers = _LATER_PAGES  # the last page of a cursor's answer may be empty
 
 
 def _only_list_of_objects(text: str) -> str | None:
@@ -491,7 +527,7 @@ def _members(text: str, pos: int, display: str, problems: Problems, handlers: di
             return None
 
 
-def _records(convert: _Convert) -> _Handler:
+def _records(convert: _Convert, empty_ok: bool = False) -> _Handler:
     """A handler for a list of records, each made a row by ``convert(obj, label, ...)`` with
     the label ``key[index]``."""
 
@@ -499,7 +535,7 @@ def _records(convert: _Convert) -> _Handler:
         if not text.startswith("[", pos):
             problems.add(display, _line_at(text, pos), f"'{key}' must be a list")
             return None
-        items = _list_items(text, pos, display, problems)
+        items = _list_items(text, pos, display, problems, empty_ok)
         while True:
             try:
                 line, index, obj = next(items)
@@ -562,7 +598,8 @@ def _zendesk_article(
         fields["published"] = not draft
     elif draft is not None:
         problems.add(display, line, f"{label}: draft must be true or false")
-    return SourceRow(display, line, fields, label=label)
+    origin = f"zendesk {obj['id']}" if isinstance(obj.get("id"), int | str) else None
+    return SourceRow(display, line, fields, label=label, origin=origin)
 
 
 def _qna_item(
@@ -668,13 +705,43 @@ def _qnabot_item(
     return SourceRow(display, line, fields, label=label, qna=True)
 
 
-_EXPORTS: dict[str, _Handler] = {
-    "articles": _records(_zendesk_article),
-    "qnadocuments": _records(_qna_item),
-    "assets": _assets,
-    "faqdocuments": _records(_kendra_faq),
-    "qna": _records(_qnabot_item),
+# The list each paginated export keeps its records in, and how a record is read.
+_PAGE_RECORDS: dict[str, _Convert] = {
+    "articles": _zendesk_article,
+    "qnadocuments": _qna_item,
+    "faqdocuments": _kendra_faq,
+    "qna": _qnabot_item,
 }
+_EXPORTS: dict[str, _Handler] = {
+    **{key: _records(convert) for key, convert in _PAGE_RECORDS.items()},
+    "assets": _assets,
+}
+_LATER_PAGES: dict[str, _Handler] = {
+    key: _records(convert, empty_ok=True) for key, convert in _PAGE_RECORDS.items()
+}
+_ARTICLE_KEYS = frozenset({"title", "body", "question", "questions", "answer", "slug"})
+
+
+def _page_key(obj: object) -> str | None:
+    """The key of an export page's list of records when ``obj`` is one (``{"articles": [...],
+    "next_page": ...}``, an element of a JSON list or a JSONL line), else None."""
+    if not isinstance(obj, dict):
+        return None
+    keys = {str(k).casefold(): k for k in obj}
+    if keys.keys() & _ARTICLE_KEYS:
+        return None
+    found = [k for folded, k in keys.items() if folded in _PAGE_RECORDS]
+    return found[0] if len(found) == 1 and isinstance(obj[found[0]], list) else None
+
+
+def _page_rows(obj: dict, key: str, label: str, display: str, line: int, problems: Problems):
+    """The records of one export page met as an element of a list or a line of JSONL; each
+    is named ``[page].articles[index]`` and placed on the page's line."""
+    convert = _PAGE_RECORDS[key.casefold()]
+    for index, item in enumerate(obj[key]):
+        row = convert(item, f"{label}.{key}[{index}]", display, line, problems)
+        if row is not None:
+            yield row
 
 
 def _line_at(text: str, pos: int) -> int:

@@ -57,6 +57,7 @@ class SourceRow:
     qna: bool = False  # its title came from a ``question`` column or key: see app.kb.qna
     label: str | None = None  # said before each problem, e.g. ``articles[3] (id 42)``
     question_lines: dict[str, int] | None = None  # question_key -> line it was listed on
+    origin: str | None = None  # the record's own id in the export (Zendesk's), when it has one
 
     def reason(self, text: str) -> str:
         return f"{self.label}: {text}" if self.label else text
