@@ -142,6 +142,15 @@ def test_pages_of_an_export_are_read_in_turn_and_an_overlap_once(
     assert warning.startswith(f"{path}:")
 
 
+def test_the_same_zendesk_article_in_two_locales_is_two_translations(db_url, write_kb_file):
+    english, german = _page(5), _page(5)
+    english["articles"][0]["locale"] = "en-us"
+    german["articles"][0].update(locale="de", title="Frage 5?", body="<p>Antwort 5.</p>")
+    path = write_kb_file("both.json", json.dumps(english) + json.dumps(german))
+    report = run_import(db_url, [path])
+    assert (report.created, report.warnings) == (2, [])
+
+
 def test_an_export_whose_pages_hold_nothing_is_an_error(db_url, write_kb_file):
     empty = json.dumps(_page(more=False))
     for name, text in [

@@ -598,7 +598,9 @@ def _zendesk_article(
         fields["published"] = not draft
     elif draft is not None:
         problems.add(display, line, f"{label}: draft must be true or false")
-    origin = f"zendesk {obj['id']}" if isinstance(obj.get("id"), int | str) else None
+    origin = None  # the same article in another locale is a translation, not a repeat
+    if isinstance(obj.get("id"), int | str):
+        origin = f"zendesk {obj['id']} {obj.get('locale') or ''}"
     return SourceRow(display, line, fields, label=label, origin=origin)
 
 
