@@ -168,11 +168,12 @@ def test_an_export_whose_pages_hold_nothing_is_an_error(db_url, write_kb_file):
 
 def test_json_after_an_export_that_is_not_another_page_is_an_error(db_url, write_kb_file):
     page = json.dumps({"articles": [{"title": "How do I pay?", "body": "<p>By card.</p>"}]})
-    path = write_kb_file("zendesk.json", page + "\n" + '["not", "a", "page"]\n')
-    assert rejected(db_url, [path]) == [
-        f"{path}:2: more JSON after the end of the first document (two exports in one file?); "
-        "give each its own file, or join their lists"
-    ]
+    for after in ('["not", "a", "page"]', '{"count": 3, "faqs": [{"title": "A", "body": "a"}]}'):
+        path = write_kb_file("zendesk.json", page + "\n" + after + "\n")
+        assert rejected(db_url, [path]) == [
+            f"{path}:2: more JSON after the end of the first document (two exports in one "
+            "file?); give each its own file, or join their lists"
+        ]
     lists = write_kb_file("lists.json", '[{"title": "A", "body": "a"}]\n[{"title": "B"}]\n')
     assert rejected(db_url, [lists])[0].startswith(f"{lists}:2: more JSON after")
     assert articles(db_url) == {}

@@ -449,10 +449,13 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
     another (the pages of a paginated API saved to one file) are read in turn. An object with
     none of those keys but one list of objects (``{"faqs": [...]}``) is read as a list of
     article objects, with a note."""
-    handlers = _EXPORTS
+    handlers, previous_end = _EXPORTS, None
     while True:
         try:
             walked = yield from _members(text, pos, display, problems, handlers)
+            if walked is not None and walked[1] is None and previous_end is not None:
+                _nothing_after(text, previous_end, display, problems)  # not another page
+                return
             if walked is not None and walked[1] is None and (key := _only_list_of_objects(text)):
                 problems.note(display, 1, f"'{key}' read as a list of article objects")
                 walked = yield from _members(
@@ -470,9 +473,10 @@ def _json_export(text: str, pos: int, display: str, problems: Problems):
             problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
             return
         # Pages of an API's answer saved one after another: each is an export of its own.
-        pos = _WS.match(text, walked[0]).end()
+        previous_end = walked[0]
+        pos = _WS.match(text, previous_end).end()
         if not text.startswith("{", pos):
-            _nothing_after(text, walked[0], display, problems)
+            _nothing_after(text, previous_end, display, problems)
             return
         handlers = _LATER_PAGES  # the last page of a cursor's answer may be empty
 
