@@ -20,9 +20,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
+from app.kb.cross_links import ArticleLinks, LinkedArticle
 from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
-from app.kb.records import InvalidArticle, PreparedArticle, prepare_record, record_from_fields
+from app.kb.records import (
+    InvalidArticle,
+    PreparedArticle,
+    content_hash,
+    prepare_record,
+    record_from_fields,
+)
 from app.kb.slugs import unique_slug
 from app.kb.store import (
     ExistingArticle,
@@ -136,8 +143,24 @@ def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArti
                 explicit[article.slug] = f"{row.file}:{row.line}"
             checked.append(_Checked(article, row.file, row.line, row.question_lines))
     prepared = _settle_slugs(checked, explicit, problems)
+    _link_articles(checked)
     _warn_shared_questions(checked, problems)
     return prepared, problems
+
+
+def _link_articles(checked: list[_Checked]) -> None:
+    """Links between the imported files lead to the articles' pages (``app/kb/cross_links``)."""
+    links = ArticleLinks(
+        [LinkedArticle(item.file, item.article.source, item.article.slug) for item in checked]
+    )
+    for item in checked:
+        article = item.article
+        body = links.rewrite(article.body, item.file)
+        if body != article.body:
+            article.body = body
+            article.content_hash = content_hash(
+                article.title, body, article.category, article.tags, article.questions
+            )
 
 
 def _settle_slugs(

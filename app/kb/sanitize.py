@@ -34,8 +34,9 @@ ALLOWED_ATTRIBUTES = {
 ALLOWED_URL_SCHEMES = frozenset({"http", "https", "mailto", "tel"})
 LINK_REL = "noopener noreferrer nofollow"
 
-# A start/end tag, comment or doctype; Markdown autolinks such as <https://x> are not tags.
-_HTML_TAG = re.compile(r"<(?:/?[A-Za-z][A-Za-z0-9-]*(?=[\s/>])|!--|!doctype)", re.IGNORECASE)
+# A start/end tag, comment or doctype; Markdown autolinks such as <https://x> and link targets
+# such as <billing/fees.md> are not tags (a name is followed by a space, '>' or '/>').
+_HTML_TAG = re.compile(r"<(?:/?[A-Za-z][A-Za-z0-9-]*(?=[\s>]|/>)|!--|!doctype)", re.IGNORECASE)
 # An ampersand that does not start an entity, re-escaped to '&amp;' by the cleaner.
 _ESCAPED_BARE_AMP = re.compile(r"&amp;(?![A-Za-z][A-Za-z0-9]*;|#[0-9]+;|#[xX][0-9A-Fa-f]+;)")
 

@@ -1,0 +1,78 @@
+"""Links between imported files lead to the articles' pages (app/kb/cross_links.py): a help
+centre saved as Markdown and HTML files, imported for real, then served by the real app."""
+
+from __future__ import annotations
+
+from fixtures_kb import articles, run_import, snapshot
+
+from app.kb.cross_links import rewrite_links
+
+FAQ_PAGE = """<html><head><title>FAQ</title></head><body>
+<h2 id="pay">How do I pay?</h2><p>By card. See <a href="../fees.md">the fees</a>.</p>
+<h2 id="cancel">How do I cancel?</h2><p>In the settings.</p>
+<h2 id="refund">Can I get a refund?</h2><p>Yes: <a href="../billing/refunds.md">refunds</a>.</p>
+</body></html>
+"""
+
+
+def _site(write_kb_file):
+    write_kb_file(
+        "site/fees.md",
+        '---\ntitle: Fees\n---\nSee [refunds](billing/refunds.md "Refunds"), [the policy][r],'
+        " [cancelling](help/faq.html#cancel), [our site](https://example.com/fees) and"
+        " [old notes](notes.md).\n\n[r]: <billing/refunds.md>\n",
+    )
+    write_kb_file(
+        "site/billing/refunds.md",
+        "---\ntitle: Refunds\n---\nBack to [the fees](../fees.md#top), or "
+        '<a href="../help/faq.html">the FAQ</a>.\n',
+    )
+    write_kb_file("site/help/faq.html", FAQ_PAGE)
+    return write_kb_file("site/help/faq.html", FAQ_PAGE).parent.parent
+
+
+def test_links_between_imported_files_lead_to_the_articles_pages(db_url, write_kb_file, client):
+    site = _site(write_kb_file)
+    report = run_import(db_url, [site])
+    assert report.created == 5
+    stored = articles(db_url)
+    fees = stored["fees"].body
+    assert '[refunds](/kb/refunds "Refunds")' in fees  # Markdown, title kept
+    assert "[r]: /kb/refunds" in fees  # a reference definition in angle brackets
+    assert "[cancelling](/kb/how-do-i-cancel)" in fees  # the FAQ page's question by fragment
+    assert "[our site](https://example.com/fees)" in fees  # another site: as written
+    assert "[old notes](notes.md)" in fees  # not in the import: as written
+    refunds = stored["refunds"].body
+    assert "[the fees](/kb/fees)" in refunds  # a fragment of a one-article file: its page
+    assert 'href="../help/faq.html"' in refunds  # three articles, no fragment: as written
+    assert 'See <a href="/kb/fees"' in stored["how-do-i-pay"].body  # HTML to Markdown
+    assert '<a href="/kb/refunds"' in stored["can-i-get-a-refund"].body
+    # the rendered article and the page a link leads to
+    assert '<a href="/kb/refunds" rel="noopener noreferrer nofollow">the policy</a>' in (
+        stored["fees"].body_html
+    )
+    page = client.get("/kb/how-do-i-cancel")
+    assert page.status_code == 200 and "In the settings." in page.get_data(as_text=True)
+
+
+def test_reimporting_a_linked_site_changes_nothing(db_url, write_kb_file):
+    site = _site(write_kb_file)
+    run_import(db_url, [site])
+    before = snapshot(db_url)
+    report = run_import(db_url, [site])
+    assert (report.created, report.updated, report.unchanged) == (0, 0, 5)
+    assert snapshot(db_url) == before
+
+
+def test_rewrite_links_reads_every_link_form_and_leaves_the_rest():
+    body = (
+        "[a](x.md) [b]( <y z.md> 'T') [c](v.md)\n"
+        "  [ref]: x.md\n"
+        '<a href="x.md">h</a> <a HREF=\'w.md\'>w</a> <a href="x.md#frag">f</a>'
+    )
+    targets = {"x.md": "/kb/x", "y z.md": "/kb/y", "x.md#frag": "/kb/f"}
+    assert rewrite_links(body, targets.get) == (
+        "[a](/kb/x) [b]( /kb/y 'T') [c](v.md)\n"
+        "  [ref]: /kb/x\n"
+        '<a href="/kb/x">h</a> <a HREF=\'w.md\'>w</a> <a href="/kb/f">f</a>'
+    )
