@@ -362,4 +362,4 @@ def test_every_article_scores_its_best_row_however_many_rows_it_has(corpus, quer
         expected = np.zeros(field.n_articles)
         for row, article in enumerate(field.row_article):
             expected[article] = max(expected[article], row_scores[row])
-        np.testing.assert_array_equal(field._dense_max_per_article(row_scores), expected)
+        np.testing.assert_array_equal(field._max_per_article(row_scores), expected)

@@ -173,22 +173,17 @@ class _FieldIndex:
         """The idf of a term no row contains: what an unknown query word weighs in the ideal."""
         return math.log(self.n_rows + 0.5) - math.log(0.5)
 
-    def _max_per_article(self, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """Best row score of each article (0 when no row matched), from the matched rows only."""
-        best = np.zeros(self.n_articles)
-        if len(rows):
-            np.maximum.at(best, self.row_article[rows], scores)
-        return best
+    def _max_per_article(self, scores: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Best row score of each article (0 when none of its rows has a positive score), from
+        ``scores`` of the ``rows`` given (of every row when None).
 
-    def _dense_max_per_article(self, row_scores: np.ndarray) -> np.ndarray:
-        """Same as ``_max_per_article`` from a score for every row.
-
-        One ``np.maximum.at`` over all rows (grouped by article, so its indices are sorted):
-        faster than ``np.maximum.reduceat`` over the articles' segments, most of all where
-        articles have one or two rows each (``docs/benchmarks.md``, BM25 at scale).
+        One ``np.maximum.at`` over the rows' articles: rows are grouped by article, so its
+        indices are sorted, and it is faster than ``np.maximum.reduceat`` over the articles'
+        segments, most of all where articles have one or two rows each (``docs/benchmarks.md``,
+        BM25 at scale).
         """
         best = np.zeros(self.n_articles)
-        np.maximum.at(best, self.row_article, row_scores)
+        np.maximum.at(best, self.row_article if rows is None else self.row_article[rows], scores)
         return best
 
 
@@ -207,10 +202,7 @@ class _RankBM25Field(_FieldIndex):
 
     def article_scores(self, query: list[str]) -> np.ndarray:
         row_scores = self.model.get_scores(query)
-        if self.per_article:
-            return row_scores
-        matched = np.flatnonzero(row_scores > 0)
-        return self._max_per_article(matched, row_scores[matched])
+        return row_scores if self.per_article else self._max_per_article(row_scores)
 
 
 class _SparseField(_FieldIndex):
@@ -283,11 +275,11 @@ class _SparseField(_FieldIndex):
         if self.per_article:
             return np.bincount(rows, weights, minlength=self.n_articles)
         if n_columns == 1:  # each row at most once
-            return self._max_per_article(rows, weights)
+            return self._max_per_article(weights, rows)
         if len(rows) * _DENSE_FRACTION < self.n_rows:
             rows, where = np.unique(rows, return_inverse=True)
-            return self._max_per_article(rows, np.bincount(where, weights))
-        return self._dense_max_per_article(np.bincount(rows, weights, minlength=self.n_rows))
+            return self._max_per_article(np.bincount(where, weights), rows)
+        return self._max_per_article(np.bincount(rows, weights, minlength=self.n_rows))
 
 
 class BM25Retriever:
