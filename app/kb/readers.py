@@ -27,6 +27,7 @@ import json
 import re
 import tomllib
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -297,7 +298,8 @@ _JSON = json.JSONDecoder(parse_int=_json_int)
 
 
 def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    count = pages = rows = 0
+    count = 0
+    tally = _Tally()
     for lineno, line in enumerate(decoded_lines(path, display, problems, on_bytes), 1):
         if not line.strip():
             continue
@@ -307,20 +309,45 @@ def read_jsonl(path: Path, display: str, problems: Problems, on_bytes: ByteCount
         except json.JSONDecodeError as exc:
             problems.add(display, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
             continue
-        if (key := _page_key(obj)) is not None:  # one page of an export per line
-            pages += 1
-            for row in _page_rows(obj, key, f"line {lineno}", display, lineno, problems):
-                rows += 1
-                yield row
-            continue
-        row = _object_row(obj, "object", display, lineno, problems)
-        if row is not None:
-            rows += 1
-            yield row
+        yield from _element_rows(obj, "object", f"line {lineno}", display, lineno, problems, tally)
     if count == 0 and not problems.locations & {(display, 1)}:
         problems.add(display, 1, "file is empty")
-    elif pages and not rows and not problems:
-        problems.add(display, 1, "the export's pages hold no records")
+    else:
+        tally.check(display, 1, problems)
+
+
+@dataclass
+class _Tally:
+    """Export pages met among a file's list elements or lines, and the records read."""
+
+    pages: int = 0
+    rows: int = 0
+
+    def check(self, display: str, line: int, problems: Problems) -> None:
+        if self.pages and not self.rows and not problems:
+            problems.add(display, line, "the export's pages hold no records")
+
+
+def _element_rows(
+    obj: object,
+    label: str,
+    page_label: str,
+    display: str,
+    line: int,
+    problems: Problems,
+    tally: _Tally,
+):
+    """The rows of one element of a JSON list or one JSONL line: the records of an export's
+    page (named ``page_label.articles[i]``), else one article object (named ``label``)."""
+    if (key := _page_key(obj)) is not None:
+        tally.pages += 1
+        rows = _page_rows(obj, key, page_label, display, line, problems)
+    else:
+        row = _object_row(obj, label, display, line, problems)
+        rows = () if row is None else (row,)
+    for row in rows:
+        tally.rows += 1
+        yield row
 
 
 _WS = re.compile(r"\s*")
@@ -340,25 +367,15 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
         problems.add(display, _line_at(text, pos), f"expected {_JSON_SHAPES}")
         return
     items = _list_items(text, pos, display, problems)
-    rows = pages = 0
+    tally = _Tally()
     while True:
         try:
             line, index, obj = next(items)
         except StopIteration as end:
             _nothing_after(text, end.value, display, problems)
-            if pages and not rows and not problems:
-                problems.add(display, _line_at(text, pos), "the export's pages hold no records")
+            tally.check(display, _line_at(text, pos), problems)
             return
-        if (key := _page_key(obj)) is not None:  # a list of an export's pages
-            pages += 1
-            for row in _page_rows(obj, key, f"[{index}]", display, line, problems):
-                rows += 1
-                yield row
-            continue
-        row = _object_row(obj, f"[{index}]", display, line, problems)
-        if row is not None:
-            rows += 1
-            yield row
+        yield from _element_rows(obj, f"[{index}]", f"[{index}]", display, line, problems, tally)
 
 
 def _nothing_after(text: str, end: int | None, display: str, problems: Problems) -> None:
