@@ -133,3 +133,8 @@ class Verdict(StrEnum):
 
     RIGHT = "right"
     WRONG = "wrong"
+
+
+def counted(count: int, word: str) -> str:
+    """``count`` and ``word``, plural unless the count is one: "1 article", "3 articles"."""
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"

@@ -1,11 +1,11 @@
-"""app/vocab.py: the shared words, here the category names that mean "out of scope"."""
+"""app/vocab.py: the shared words: the category names that mean "out of scope", and counts."""
 
 from __future__ import annotations
 
 import pytest
 
 from app.nlp.pipeline.data import split_out_of_scope
-from app.vocab import is_out_of_scope_category
+from app.vocab import counted, is_out_of_scope_category
 
 
 @pytest.mark.parametrize(
@@ -24,3 +24,11 @@ def test_split_out_of_scope_keeps_order_and_pairs():
     texts = ["a", "b", "c", "d"]
     labels = ["x", "oos", "y", "OOS"]
     assert split_out_of_scope(texts, labels) == (["a", "c"], ["x", "y"], ["b", "d"])
+
+
+@pytest.mark.parametrize(
+    ("count", "written"),
+    [(0, "0 articles"), (1, "1 article"), (2, "2 articles"), (100000, "100,000 articles")],
+)
+def test_counts_are_written_as_people_read_them(count, written):
+    assert counted(count, "article") == written

@@ -48,6 +48,7 @@ from app.kb.html_pages import (
 )
 from app.kb.records import SourceRow
 from app.kb.textfiles import Problems
+from app.vocab import counted
 
 MIN_QUESTIONS = 3
 HTML_LEVELS = (2, 3, 4)  # heading levels that may hold the questions, shallowest first
@@ -90,10 +91,6 @@ def _question_level(headings: Iterable[tuple[int, str]], levels: tuple[int, ...]
     return next((level for level in levels if counts[level] >= MIN_QUESTIONS), None)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def _rows(
     items: list[FaqItem], common: dict[str, object], source: str, display: str, problems: Problems
 ) -> list[SourceRow]:
@@ -117,7 +114,7 @@ def _rows(
     problems.note(
         display,
         1,
-        f"FAQ page: {_plural(questions, 'question')} read as {_plural(len(items), 'article')}",
+        f"FAQ page: {counted(questions, 'question')} read as {counted(len(items), 'article')}",
     )
     return rows
 

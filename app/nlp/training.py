@@ -45,6 +45,7 @@ from app.nlp.thresholds import (
     DEFAULTS,
     Thresholds,
 )
+from app.vocab import counted
 
 __all__ = [
     "TrainReport",
@@ -181,9 +182,10 @@ class TrainReport:
         t = self.thresholds
         fasttext = self.metrics.get("fasttext_val_accuracy")
         return (
-            f"version {self.version}: {self.n_texts:,} labelled texts ({self.n_intent_examples:,}"
-            f" intent examples, the rest the KB's titles and questions), {self.n_intents:,}"
-            f" intents, {self.n_articles:,} articles, trained in {self.train_seconds:.0f} s\n"
+            f"version {self.version}: {counted(self.n_texts, 'labelled text')}"
+            f" ({counted(self.n_intent_examples, 'intent example')}, the rest the KB's titles and"
+            f" questions), {counted(self.n_intents, 'intent')},"
+            f" {counted(self.n_articles, 'article')}, trained in {self.train_seconds:.0f} s\n"
             f"held out: accuracy fasttext {_share(fasttext, 'not trained')}, bert "
             f"{_share(self.metrics.get('bert_val_accuracy'))}, router "
             f"{_share(r.get('val_accuracy'))}; answered {_share(r.get('val_answered_accuracy'))}"
