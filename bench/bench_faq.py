@@ -14,6 +14,10 @@ Data sets (``--set``):
   no categories, no intents), asked BANKING77 TEST (``../shared/data/banking77``); an answer is
   right when its article's category in the demo KB is the query's category; out-of-scope:
   ``intents/out_of_scope/test.csv``.
+- ``demo-site``: the demo ``knowledge_base/`` as a help centre saved page by page (a page per
+  article inside the site's header, breadcrumbs and footer, with the site's name in every
+  ``<title>``; a page per section listing its articles; a home page), imported as a folder and
+  asked the same queries.
 - ``tasklane-plain`` / ``tasklane-alternates``: ``bench/datasets/tasklane_faq`` (a project-management
   product's help centre: question and answer; with 5 alternate questions per entry), asked its
   ``queries.csv``; ``parcelpost-plain`` / ``parcelpost-alternates``: the same shapes in another
@@ -49,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from html import escape
 from pathlib import Path
 
 import yaml
@@ -93,6 +98,71 @@ def demo_plain(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict
         oos,
         {"kb": "knowledge_base/ as slug,title,body", "queries": "BANKING77 test"},
     )
+
+
+SITE = "Northwind Help Centre"
+_SITE_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title} – {site}</title>
+<link rel="stylesheet" href="{root}assets/site.css"></head>
+<body><header><a href="{root}index.html">{site}</a> <a href="{root}contact.html">Contact us</a>
+</header>
+<nav class="breadcrumbs"><a href="{root}index.html">Home</a> › {crumbs}</nav>
+<main>{main}</main>
+<footer><p>© Northwind Bank. <a href="{root}privacy.html">Privacy</a></p></footer>
+</body></html>
+"""
+
+
+def _site_page(path: Path, title: str, crumbs: str, main: str, depth: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = "../" * depth
+    path.write_text(
+        _SITE_PAGE.format(title=escape(title), site=SITE, root=root, crumbs=crumbs, main=main),
+        encoding="utf-8",
+    )
+
+
+def demo_site(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    """The demo KB as a help centre saved page by page (as ``wget --mirror
+    --convert-links`` leaves it): an HTML page per article under its section's folder, whose
+    ``<title>`` carries the site's name, inside the site's header, breadcrumbs and footer; a
+    page per section listing its articles; the home page listing the sections. Asked BANKING77
+    TEST like ``demo-plain``."""
+    from app.kb.sanitize import render_body
+
+    site = work / "site"
+    sections: dict[str, list[tuple[str, str]]] = {}  # section -> (slug, title)
+    slug_of_category: dict[str, str] = {}
+    for path in sorted((ROOT / "knowledge_base").glob("*.md")):
+        _, front, body = path.read_text(encoding="utf-8").split("---", 2)
+        meta = yaml.safe_load(front)
+        section = (meta.get("tags") or ["general"])[0]
+        sections.setdefault(section, []).append((meta["slug"], meta["title"]))
+        # the answer expected is the article read from this page (its ``source``)
+        slug_of_category[meta["category"]] = str(site / section / f"{meta['slug']}.html")
+        main = f"<article><h1>{escape(meta['title'])}</h1>\n{render_body(body.strip())}</article>"
+        crumbs = f'<a href="../{section}/index.html">{escape(section.title())}</a>'
+        _site_page(site / section / f"{meta['slug']}.html", meta["title"], crumbs, main, 1)
+    for section, articles in sections.items():
+        items = "".join(f'<li><a href="{slug}.html">{escape(t)}</a></li>' for slug, t in articles)
+        name = section.replace("-", " ").title()
+        count = f"{len(articles)} article" + ("s" if len(articles) > 1 else "")
+        main = f"<h1>{escape(name)}</h1>\n<p>{count}</p>\n<ul>{items}</ul>"
+        _site_page(site / section / "index.html", name, escape(name), main, 1)
+    items = "".join(
+        f'<li><a href="{s}/index.html">{escape(s.replace("-", " ").title())}</a></li>'
+        for s in sections
+    )
+    main = f"<h1>How can we help?</h1>\n<ul>{items}</ul>"
+    _site_page(site / "index.html", SITE, "", main, 0)
+    queries = [
+        (r["text"], slug_of_category[r["category"]])
+        for r in _read_csv(BANKING77 / "test.csv")
+        if r["category"] in slug_of_category
+    ]
+    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
+    described = {"kb": "knowledge_base/ as a saved help-centre site", "queries": "BANKING77 test"}
+    return site, queries, oos, described
 
 
 def faq_set(
@@ -229,6 +299,7 @@ def _drop_qna_lines(
 
 SETS = {
     "demo-plain": demo_plain,
+    "demo-site": demo_site,
     "tasklane-plain": faq_set("tasklane_faq", False),
     "tasklane-alternates": faq_set("tasklane_faq", True),
     "parcelpost-plain": faq_set("parcelpost_faq", False),
@@ -260,7 +331,7 @@ def _lookup(db_url: str) -> dict[str, str]:
     lookup: dict[str, str] = {}
     with session_scope(db_url) as session:
         for article in session.scalars(select(Article)):
-            for text in [article.slug, article.title, *(article.questions or [])]:
+            for text in [article.slug, article.title, *(article.questions or []), article.source]:
                 lookup.setdefault(text, article.slug)
     return lookup
 

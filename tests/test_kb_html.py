@@ -74,6 +74,100 @@ def test_title_from_the_first_h1_when_there_is_no_title_element(db_url, site):
     assert limits.body_html.startswith("<p>You can take out 500 EUR a day.</p>")
 
 
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Reset your PIN – Acme Help Centre",
+        "Acme Help Centre | Reset your PIN",
+        "reset your pin :: Acme",
+        "Reset your PIN",
+    ],
+)
+def test_a_title_that_carries_the_sites_name_gives_way_to_the_pages_h1(
+    db_url, write_kb_file, title
+):
+    """A saved page's <title> names the site too; the content's <h1> is the article's own,
+    and the longest of several that the title is made of (not the site's logo)."""
+    path = write_kb_file(
+        "pin.html",
+        f"<html><head><title>{title}</title></head><body><div class=logo><h1>Acme</h1></div>"
+        "<h1>Reset your PIN</h1><p>Open <b>Security</b> in the app.</p></body></html>",
+    )
+    run_import(db_url, [path])
+    (pin,) = articles(db_url).values()
+    assert (pin.slug, pin.title) == ("reset-your-pin", "Reset your PIN")
+    assert pin.body == "<h1>Acme</h1>\n<p>Open <b>Security</b> in the app.</p>"
+
+
+@pytest.mark.parametrize(
+    ("head", "h1", "title"),
+    [
+        # the <h1> is not a part of the <title>: the <title> stays, the <h1> is body text
+        ("<title>Billing FAQ</title>", "<h1>Paying your bill</h1>", "Billing FAQ"),
+        # words of the title, not a part joined by a separator
+        ("<title>Cards and card limits</title>", "<h1>Card limits</h1>", "Cards and card limits"),
+        # no <h1>: the site's name, as the page declares it, is taken off
+        (
+            '<title>Refund times | Acme Help</title><meta property="og:site_name" '
+            'content="Acme  Help">',
+            "",
+            "Refund times",
+        ),
+        (
+            '<meta name="application-name" content="Acme"><title>Acme - Refund times</title>',
+            "",
+            "Refund times",
+        ),
+        # the title that is only the site's name stays as it is
+        ('<title>Acme</title><meta property="og:site_name" content="Acme">', "", "Acme"),
+    ],
+)
+def test_a_title_is_only_shortened_to_a_part_joined_by_a_separator(
+    db_url, write_kb_file, head, h1, title
+):
+    path = write_kb_file(
+        "page.html", f"<html><head>{head}</head><body>{h1}<p>Refunds take 5 days.</p></body></html>"
+    )
+    run_import(db_url, [path])
+    (page,) = articles(db_url).values()
+    assert page.title == title
+    assert page.body == (f"{h1}\n" if h1 else "") + "<p>Refunds take 5 days.</p>"
+
+
+def test_pages_that_only_list_links_to_other_pages_are_skipped_with_a_warning(
+    db_url, write_kb_file
+):
+    """A help centre's home and section pages point to answers without giving one; as
+    articles their link names (the other articles' titles) would draw questions away."""
+    section = write_kb_file(
+        "site/cards/index.html",
+        "<html><head><title>Cards – Acme</title></head><body><nav><a href='/'>Home</a></nav>"
+        "<main><h1>Cards</h1><p>3 articles</p><ul><li><a href='pin.html'>Reset your PIN</a>"
+        "<li><a href='limits.html'>Card limits</a><li><a href='lost.html'>Lost or stolen "
+        "cards</a></ul></main></body></html>",
+    )
+    index = write_kb_file(
+        "site/index.md",
+        "# Help\n\n- [Cards](cards/index.html)\n- [Transfers and payments](transfers.md)\n",
+    )
+    pin = write_kb_file(
+        "site/cards/pin.html",
+        "<html><head><title>Reset your PIN – Acme</title></head><body><main><h1>Reset your PIN"
+        "</h1><p>Open <a href='/app'>the app</a>, then <a href='/security'>Security</a>, and "
+        "choose a new PIN of four digits.</p><p>Related: <a href='limits.html'>Card limits</a>"
+        "</p></main></body></html>",
+    )
+    report = run_import(db_url, [section.parent.parent])
+    assert report.warnings == [
+        f"{section}:1: a page of links to other pages (3 links, 81% of its text), not an "
+        "answer: skipped",
+        f"{index}:1: a page of links to other pages (2 links, 100% of its text), not an "
+        "answer: skipped",
+    ]
+    assert list(articles(db_url)) == ["reset-your-pin"]
+    assert str(pin) == articles(db_url)["reset-your-pin"].source
+
+
 def test_main_is_preferred_to_article_and_body(db_url, write_kb_file):
     path = write_kb_file(
         "page.html",

@@ -455,18 +455,129 @@ def page_meta_fields(root: Node) -> dict[str, object]:
     return fields
 
 
+# What stands between a page's own title and the site's name in its <title>:
+# "Refunds – Acme Help", "Acme Help | Refunds", "Refunds :: Acme".
+_TITLE_JOIN_AFTER = re.compile(r"^\s*[-–—|·•:»/]+\s*\S")
+_TITLE_JOIN_BEFORE = re.compile(r"\S\s*[-–—|·•:»/]+\s*$")
+
+
+def _title_part(title: str, part: str) -> bool:
+    """Whether ``part`` is the whole ``title``, or the ``title`` is ``part`` and something else
+    joined by a separator (either way round)."""
+    t, p = title.casefold(), part.casefold()
+    if not p:
+        return False
+    if t == p:
+        return True
+    if t.startswith(p) and _TITLE_JOIN_AFTER.match(t[len(p) :]):
+        return True
+    return t.endswith(p) and bool(_TITLE_JOIN_BEFORE.search(t[: -len(p)]))
+
+
+def _site_name(root: Node) -> str:
+    for node in root.find_all("meta"):
+        attrs = dict(node.attrs)
+        key = (attrs.get("property") or attrs.get("name") or "").strip().lower()
+        if key in ("og:site_name", "application-name") and (attrs.get("content") or "").strip():
+            return " ".join((attrs.get("content") or "").split())
+    return ""
+
+
+def _without_site_name(title: str, site: str) -> str:
+    """``title`` without ``site`` (the site's name) and the separator joining them."""
+    t, s = title.casefold(), site.casefold()
+    if s and t != s and t.startswith(s) and _TITLE_JOIN_AFTER.match(t[len(s) :]):
+        return title[len(site) :].lstrip().lstrip("-–—|·•:»/").strip()
+    if s and t != s and t.endswith(s) and _TITLE_JOIN_BEFORE.search(t[: -len(s)]):
+        return title[: -len(site)].rstrip().rstrip("-–—|·•:»/").strip()
+    return title
+
+
+def _headings(content: Node) -> list[Node]:
+    """The content's ``<h1>`` elements, outside page furniture."""
+    found: list[Node] = []
+    stack: list[Node | str] = list(reversed(content.children))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) or item.tag in PAGE_SKIP:
+            continue
+        if item.tag == "h1":
+            found.append(item)
+        else:
+            stack.extend(reversed(item.children))
+    return found
+
+
 def page_fields(root: Node) -> dict[str, object] | None:
     """Title, body, category and tags of a parsed page; None when it has no title and no
-    <h1>."""
+    <h1>.
+
+    A ``<title>`` usually carries the site's name too ("Refunds – Acme Help Centre"), and the
+    content's ``<h1>`` the page's own: when the ``<title>`` is a content ``<h1>`` joined to
+    something else by a separator (a dash, ``|``, ``·``, ``:``, ``»``...), that ``<h1>`` is
+    the title (the longest such, should there be several); otherwise the site's name
+    (``og:site_name`` or ``application-name``) is taken off the ``<title>``'s start or end.
+    The ``<h1>`` that is the title is not repeated in the body."""
     content = page_content(root)
     title_node = root.find("title")
     title = title_node.text() if title_node is not None else ""
-    h1 = content.find("h1", PAGE_SKIP) or root.find("h1")
+    headings = [h for h in _headings(content) if h.text()]
+    h1 = headings[0] if headings else root.find("h1")
     if not title:
         if h1 is None or not h1.text():
             return None
         title = h1.text()
+    named = [h for h in headings if _title_part(title, h.text())]
+    if named:
+        h1 = max(named, key=lambda h: len(h.text()))
+        title = h1.text()
+    else:
+        title = _without_site_name(title, _site_name(root))
     omit = h1 if h1 is not None and h1.text() == title else None
     fields: dict[str, object] = {"title": title, "body": write_body(content, PAGE_SKIP, omit)}
     fields.update(page_meta_fields(root))
     return fields
+
+
+# A page whose text is mostly links standing alone (a help centre's home page, a section's list
+# of articles) points to answers rather than giving one.
+LINK_LIST_MIN_LINKS = 2
+LINK_LIST_SHARE = 0.8
+_WORD = re.compile(r"\w")
+
+
+def link_list(body: str) -> tuple[int, float] | None:
+    """(links, share of the text that is theirs) when ``body`` (HTML) is a list of links to
+    other pages rather than an answer: at least ``LINK_LIST_MIN_LINKS`` links that each stand
+    alone in their block (a list item, a paragraph, a heading, a cell: no other words
+    beside them), whose names are at least ``LINK_LIST_SHARE`` of the text; else None. Links
+    inside a sentence ("see refunds, fees and the policy") are an answer's words."""
+    # text and links by the block they are directly in (nested blocks are blocks of their own)
+    text: dict[int, list[str]] = {}
+    links: dict[int, list[str]] = {}
+    stack: list[tuple[Node | str, int, bool]] = [(parse_html(body), 0, False)]
+    while stack:
+        item, block, in_link = stack.pop()
+        if isinstance(item, str):
+            text.setdefault(block, []).append(item)
+            if in_link:
+                links[block][-1] += item
+            continue
+        if item.tag in NOT_CONTENT:
+            continue
+        if (item.tag in BLOCKS or item.tag in CONTAINERS) and not in_link:
+            block = id(item)  # a link wrapped around blocks (a tile) stays one link
+        if item.tag == "a" and dict(item.attrs).get("href") and not in_link:
+            links.setdefault(block, []).append("")
+            in_link = True
+        stack.extend((child, block, in_link) for child in reversed(item.children))
+    total = linked = count = 0
+    for block, parts in text.items():
+        chars = len(_WORD.findall("".join(parts)))
+        total += chars
+        names = links.get(block, [])
+        if names and chars == sum(len(_WORD.findall(name)) for name in names):
+            linked += chars
+            count += len(names)
+    share = linked / total if total else 0.0
+    return (count, share) if count >= LINK_LIST_MIN_LINKS and share >= LINK_LIST_SHARE else None

@@ -14,7 +14,7 @@
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown: YAML front matter then the body; HTML pages (app.kb.html_pages). A folder is searched
   recursively for both. An FAQ page, in either, gives one article per question
-  (app.kb.faq_pages).
+  (app.kb.faq_pages); a page that only lists links to other pages gives none, with a warning.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
@@ -36,6 +36,7 @@ from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
 from app.kb.html_pages import (
     HTML_SUFFIXES,
     html_fragment,
+    link_list,
     page_address,
     page_fields,
     parse_html,
@@ -44,7 +45,7 @@ from app.kb.html_pages import (
 from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
-from app.kb.sanitize import has_text
+from app.kb.sanitize import has_text, render_body
 from app.kb.textfiles import (
     ByteCounter,
     CsvRow,
@@ -834,7 +835,8 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         body = body[heading.end() :]  # a heading repeating the front matter's title, as in HTML
     fields["body"] = body
     fields.setdefault("source", display)
-    yield SourceRow(display, 1, fields)
+    if not _skipped_link_list(render_body(body), display, problems):
+        yield SourceRow(display, 1, fields)
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -858,7 +860,24 @@ def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteC
         problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
         return
     fields["source"] = display
-    yield SourceRow(display, 1, fields)
+    if not _skipped_link_list(str(fields["body"]), display, problems):
+        yield SourceRow(display, 1, fields)
+
+
+def _skipped_link_list(body_html: str, display: str, problems: Problems) -> bool:
+    """Whether the page is a list of links (a home or section page of a saved help centre),
+    left out with a warning: as an article it would answer with a list, and its link names
+    (other articles' titles) would draw questions away from the articles themselves."""
+    found = link_list(body_html)
+    if found is not None:
+        links, share = found
+        problems.warn(
+            display,
+            1,
+            f"a page of links to other pages ({links} links, {share:.0%} of its text), not "
+            "an answer: skipped",
+        )
+    return found is not None
 
 
 # ----------------------------------------------------------------------------- dispatch
