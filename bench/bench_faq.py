@@ -122,32 +122,71 @@ def _site_page(path: Path, title: str, crumbs: str, main: str, depth: int) -> No
     )
 
 
+_ARTICLE_MAIN = """<div class="container">
+<nav class="sub-nav"><ol class="breadcrumbs"><li><a href="../index.html">{site}</a></li>
+<li><a href="index.html">{section}</a></li></ol></nav>
+<div class="article-container">
+<aside class="article-sidebar"><h2>Articles in this section</h2><ul>{siblings}</ul></aside>
+<article class="article">
+<header class="article-header"><h1 class="article-title">{title}</h1>
+<div class="article-meta">Northwind Support <span>Updated 3 months ago</span></div>
+<a class="article-subscribe" href="#">Follow</a></header>
+<section class="article-info"><div class="article-body">{body}</div></section>
+<footer><div class="article-votes"><h2>Was this article helpful?</h2>
+<button>Yes</button><button>No</button><small>0 out of 0 found this helpful</small></div>
+<div class="article-more-questions">Have more questions?
+<a href="../requests/new.html">Submit a request</a></div></footer>
+<section class="related-articles"><h2>Related articles</h2><ul>{related}</ul></section>
+<section class="comments"><h2>Comments</h2><p>0 comments</p>
+<p>Please <a href="../signin.html">sign in</a> to leave a comment.</p></section>
+</article></div></div>"""
+
+
 def demo_site(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
     """The demo KB as a help centre saved page by page (as ``wget --mirror
-    --convert-links`` leaves it): an HTML page per article under its section's folder, whose
-    ``<title>`` carries the site's name, inside the site's header, breadcrumbs and footer; a
-    page per section listing its articles; the home page listing the sections. Asked BANKING77
-    TEST like ``demo-plain``."""
+    --convert-links`` leaves it), in the layout help-centre themes share: an HTML page per
+    article under its section's folder, whose ``<title>`` carries the site's name, inside the
+    site's header, breadcrumbs, a sidebar of the section's articles and footer, the article's
+    own header (its ``<h1>``, author, date), votes, related articles (its section's next
+    five) and comments; a page per section listing its articles; the home page listing the
+    sections. Asked BANKING77 TEST like ``demo-plain``."""
     from app.kb.sanitize import render_body
 
     site = work / "site"
-    sections: dict[str, list[tuple[str, str]]] = {}  # section -> (slug, title)
-    slug_of_category: dict[str, str] = {}
+    pages: list[tuple[str, dict, str]] = []  # (section, front matter, body)
     for path in sorted((ROOT / "knowledge_base").glob("*.md")):
         _, front, body = path.read_text(encoding="utf-8").split("---", 2)
         meta = yaml.safe_load(front)
-        section = (meta.get("tags") or ["general"])[0]
+        pages.append(((meta.get("tags") or ["general"])[0], meta, body.strip()))
+    sections: dict[str, list[tuple[str, str]]] = {}  # section -> (slug, title)
+    for section, meta, _ in pages:
         sections.setdefault(section, []).append((meta["slug"], meta["title"]))
+    slug_of_category: dict[str, str] = {}
+
+    def links(articles: list[tuple[str, str]]) -> str:
+        return "".join(f'<li><a href="{slug}.html">{escape(t)}</a></li>' for slug, t in articles)
+
+    for section, meta, body in pages:
         # the answer expected is the article read from this page (its ``source``)
         slug_of_category[meta["category"]] = str(site / section / f"{meta['slug']}.html")
-        main = f"<article><h1>{escape(meta['title'])}</h1>\n{render_body(body.strip())}</article>"
-        crumbs = f'<a href="../{section}/index.html">{escape(section.title())}</a>'
+        siblings = sections[section]
+        at = siblings.index((meta["slug"], meta["title"]))
+        related = (siblings[at + 1 :] + siblings[:at])[:5]
+        name = section.replace("-", " ").title()
+        main = _ARTICLE_MAIN.format(
+            site=SITE,
+            section=escape(name),
+            siblings=links(siblings),
+            title=escape(meta["title"]),
+            body=render_body(body),
+            related=links(related),
+        )
+        crumbs = f'<a href="../{section}/index.html">{escape(name)}</a>'
         _site_page(site / section / f"{meta['slug']}.html", meta["title"], crumbs, main, 1)
     for section, articles in sections.items():
-        items = "".join(f'<li><a href="{slug}.html">{escape(t)}</a></li>' for slug, t in articles)
         name = section.replace("-", " ").title()
         count = f"{len(articles)} article" + ("s" if len(articles) > 1 else "")
-        main = f"<h1>{escape(name)}</h1>\n<p>{count}</p>\n<ul>{items}</ul>"
+        main = f"<h1>{escape(name)}</h1>\n<p>{count}</p>\n<ul>{links(articles)}</ul>"
         _site_page(site / section / "index.html", name, escape(name), main, 1)
     items = "".join(
         f'<li><a href="{s}/index.html">{escape(s.replace("-", " ").title())}</a></li>'

@@ -493,18 +493,28 @@ def _without_site_name(title: str, site: str) -> str:
     return title
 
 
+_SECTIONING = frozenset({"main", "article"})
+
+
 def _headings(content: Node) -> list[Node]:
-    """The content's ``<h1>`` elements, outside page furniture."""
+    """The content's ``<h1>`` elements, outside page furniture; a ``<header>`` inside a
+    ``<main>`` or ``<article>`` is the article's own (its title, author and date), not the
+    page's, and is looked in."""
     found: list[Node] = []
-    stack: list[Node | str] = list(reversed(content.children))
+    stack: list[tuple[Node | str, bool]] = [
+        (child, content.tag in _SECTIONING) for child in reversed(content.children)
+    ]
     while stack:
-        item = stack.pop()
-        if isinstance(item, str) or item.tag in PAGE_SKIP:
+        item, inside = stack.pop()
+        if isinstance(item, str) or item.tag in NOT_CONTENT:
+            continue
+        if item.tag in PAGE_FURNITURE and not (inside and item.tag == "header"):
             continue
         if item.tag == "h1":
             found.append(item)
         else:
-            stack.extend(reversed(item.children))
+            inside = inside or item.tag in _SECTIONING
+            stack.extend((child, inside) for child in reversed(item.children))
     return found
 
 
@@ -515,13 +525,15 @@ def page_fields(root: Node) -> dict[str, object] | None:
     A ``<title>`` usually carries the site's name too ("Refunds – Acme Help Centre"), and the
     content's ``<h1>`` the page's own: when the ``<title>`` is a content ``<h1>`` joined to
     something else by a separator (a dash, ``|``, ``·``, ``:``, ``»``...), that ``<h1>`` is
-    the title (the longest such, should there be several); otherwise the site's name
-    (``og:site_name`` or ``application-name``) is taken off the ``<title>``'s start or end.
-    The ``<h1>`` that is the title is not repeated in the body."""
+    the title (the longest such, should there be several, and never one that is only the
+    site's name); otherwise the site's name (``og:site_name`` or ``application-name``) is taken
+    off the ``<title>``'s start or end. The ``<h1>`` that is the title is not repeated in the
+    body."""
     content = page_content(root)
     title_node = root.find("title")
     title = title_node.text() if title_node is not None else ""
-    headings = [h for h in _headings(content) if h.text()]
+    site = _site_name(root)
+    headings = [h for h in _headings(content) if h.text() and h.text() != site]
     h1 = headings[0] if headings else root.find("h1")
     if not title:
         if h1 is None or not h1.text():
@@ -532,7 +544,7 @@ def page_fields(root: Node) -> dict[str, object] | None:
         h1 = max(named, key=lambda h: len(h.text()))
         title = h1.text()
     else:
-        title = _without_site_name(title, _site_name(root))
+        title = _without_site_name(title, site)
     omit = h1 if h1 is not None and h1.text() == title else None
     fields: dict[str, object] = {"title": title, "body": write_body(content, PAGE_SKIP, omit)}
     fields.update(page_meta_fields(root))
@@ -546,16 +558,15 @@ LINK_LIST_SHARE = 0.8
 _WORD = re.compile(r"\w")
 
 
-def link_list(body: str) -> tuple[int, float] | None:
-    """(links, share of the text that is theirs) when ``body`` (HTML) is a list of links to
-    other pages rather than an answer: at least ``LINK_LIST_MIN_LINKS`` links that each stand
-    alone in their block (a list item, a paragraph, a heading, a cell: no other words
-    beside them), whose names are at least ``LINK_LIST_SHARE`` of the text; else None. Links
-    inside a sentence ("see refunds, fees and the policy") are an answer's words."""
+def link_share(root: Node) -> tuple[int, float]:
+    """(links, share of the words that are theirs) under ``root``, counting only links that
+    stand alone in their block (a list item, a paragraph, a heading, a cell: no other words
+    beside them). Links inside a sentence ("see refunds, fees and the policy") count for
+    nothing: they are an answer's words."""
     # text and links by the block they are directly in (nested blocks are blocks of their own)
     text: dict[int, list[str]] = {}
     links: dict[int, list[str]] = {}
-    stack: list[tuple[Node | str, int, bool]] = [(parse_html(body), 0, False)]
+    stack: list[tuple[Node | str, int, bool]] = [(root, 0, False)]
     while stack:
         item, block, in_link = stack.pop()
         if isinstance(item, str):
@@ -579,5 +590,13 @@ def link_list(body: str) -> tuple[int, float] | None:
         if names and chars == sum(len(_WORD.findall(name)) for name in names):
             linked += chars
             count += len(names)
-    share = linked / total if total else 0.0
+    return count, linked / total if total else 0.0
+
+
+def link_list(body: str) -> tuple[int, float] | None:
+    """(links, share of the words that are theirs) when ``body`` (HTML) is a list of links to
+    other pages rather than an answer: at least ``LINK_LIST_MIN_LINKS`` links standing alone
+    in their blocks (``link_share``) whose names are at least ``LINK_LIST_SHARE`` of its
+    words; else None."""
+    count, share = link_share(parse_html(body))
     return (count, share) if count >= LINK_LIST_MIN_LINKS and share >= LINK_LIST_SHARE else None

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from app.kb.cross_links import ArticleLinks, LinkedArticle
+from app.kb.page_template import strip_theme
 from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
 from app.kb.records import (
@@ -99,6 +100,7 @@ class _Checked:
     file: str
     line: int
     question_lines: dict[str, int] | None  # question_key -> line (grouped question rows)
+    page: bool = False  # a whole saved HTML page
 
     def line_of(self, question: str) -> int:
         lines = self.question_lines
@@ -141,11 +143,31 @@ def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArti
                     )
                     continue
                 explicit[article.slug] = f"{row.file}:{row.line}"
-            checked.append(_Checked(article, row.file, row.line, row.question_lines))
+            checked.append(_Checked(article, row.file, row.line, row.question_lines, row.page))
     prepared = _settle_slugs(checked, explicit, problems)
+    _strip_page_theme(checked, progress)
     _link_articles(checked)
     _warn_shared_questions(checked, problems)
     return prepared, problems
+
+
+def _set_body(article: PreparedArticle, body: str) -> None:
+    if body != article.body:
+        article.body = body
+        article.content_hash = content_hash(
+            article.title, body, article.category, article.tags, article.questions
+        )
+
+
+def _strip_page_theme(checked: list[_Checked], progress: bool) -> None:
+    """Saved pages lose the text their site's theme wrote around each article
+    (``app/kb/page_template``)."""
+    pages = [item.article for item in checked if item.page]
+    with _bar(len(pages), progress and len(pages) >= PROGRESS_MIN_ARTICLES, desc="site theme",
+              unit="page") as bar:  # fmt: skip
+        bodies = strip_theme([a.body for a in pages], bar.update)
+    for article, body in zip(pages, bodies, strict=True):
+        _set_body(article, body)
 
 
 def _link_articles(checked: list[_Checked]) -> None:
@@ -154,13 +176,7 @@ def _link_articles(checked: list[_Checked]) -> None:
         [LinkedArticle(item.file, item.article.source, item.article.slug) for item in checked]
     )
     for item in checked:
-        article = item.article
-        body = links.rewrite(article.body, item.file)
-        if body != article.body:
-            article.body = body
-            article.content_hash = content_hash(
-                article.title, body, article.category, article.tags, article.questions
-            )
+        _set_body(item.article, links.rewrite(item.article.body, item.file))
 
 
 def _settle_slugs(

@@ -861,7 +861,7 @@ def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteC
         return
     fields["source"] = display
     if not _skipped_link_list(str(fields["body"]), display, problems):
-        yield SourceRow(display, 1, fields)
+        yield SourceRow(display, 1, fields, page=True)
 
 
 def _skipped_link_list(body_html: str, display: str, problems: Problems) -> bool:

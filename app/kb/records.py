@@ -58,6 +58,8 @@ class SourceRow:
     label: str | None = None  # said before each problem, e.g. ``articles[3] (id 42)``
     question_lines: dict[str, int] | None = None  # question_key -> line it was listed on
     origin: str | None = None  # the record's own id in the export (Zendesk's), when it has one
+    # a whole saved HTML page, wrapped in its site's theme (app.kb.page_template)
+    page: bool = False
 
     def reason(self, text: str) -> str:
         return f"{self.label}: {text}" if self.label else text

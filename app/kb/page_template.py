@@ -1,0 +1,122 @@
+"""What a saved site's theme writes around every article, taken off the articles' bodies.
+
+A help centre saved page by page wraps each article in its theme's own text. Some of it is in
+page furniture (``<nav>``, ``<header>``, ``<footer>``, ``<aside>``), which is dropped as each page
+is read (app.kb.html_pages); the rest is in ordinary blocks inside the content: "Was this
+article helpful?", "Related articles" and its list, "Comments", "0 comments", "Please sign in to
+leave a comment.". As answer text it is noise, and the list's names (other articles' titles)
+draw questions to the wrong article. It is only recognisable across pages: a block of the body
+(a top-level paragraph, heading, list, table...) whose text is on at least ``TEMPLATE_SHARE`` of
+an import's pages, and on at least ``TEMPLATE_MIN_PAGES`` of them, is the theme's.
+
+Only what leads and trails an article is taken off, never text between its own blocks:
+
+- from the start, the theme's blocks;
+- from the end, the theme's blocks, and sections (a heading and the blocks after it) whose
+  heading is the theme's and whose other blocks are the theme's or only links (a "Related
+  articles" list differs on every page; its heading does not).
+
+A body that would be left with nothing keeps all its text. Markdown files and exports are
+written by people article by article and are left as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.kb.html_pages import Node, link_share, parse_html
+
+TEMPLATE_MIN_PAGES = 4
+TEMPLATE_SHARE = 0.5
+_HEADINGS = frozenset("h1 h2 h3 h4 h5 h6".split())
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """A top-level block of a body, as much of it as the pass needs (not its tree: an import
+    may hold 100,000 pages)."""
+
+    tag: str
+    line: int  # where it starts in the body
+    key: int  # a hash of its text, case and spacing folded (0: no text)
+    heading: bool
+    only_links: bool
+
+
+def _blocks(body: str) -> list[_Block]:
+    blocks = []
+    for node in parse_html(body).children:
+        if isinstance(node, Node):
+            count, share = link_share(node)
+            text = " ".join(node.text().casefold().split())
+            blocks.append(
+                _Block(
+                    node.tag,
+                    node.line,
+                    hash(text) if text else 0,
+                    node.tag in _HEADINGS,
+                    count > 0 and share == 1.0,
+                )
+            )
+    return blocks
+
+
+def _kept(blocks: list[_Block], theme: set[int]) -> tuple[int, int]:
+    """The range of ``blocks`` that is the article's own: without the theme's leading and
+    trailing blocks and trailing sections."""
+    start = 0
+    while start < len(blocks) and blocks[start].key in theme:
+        start += 1
+    end = len(blocks)
+    while end > start:
+        if blocks[end - 1].key in theme:
+            end -= 1
+            continue
+        heading = next((i for i in range(end - 1, start - 1, -1) if blocks[i].heading), None)
+        if heading is None or blocks[heading].key not in theme:
+            break
+        if not all(b.key in theme or b.only_links for b in blocks[heading + 1 : end]):
+            break
+        end = heading
+    return start, end
+
+
+def _starts_line(lines: list[str], block: _Block) -> bool:
+    line = block.line - 1
+    return 0 <= line < len(lines) and lines[line].lstrip().lower().startswith(f"<{block.tag}")
+
+
+def strip_theme(bodies: list[str], on_page: Callable[[int], object] | None = None) -> list[str]:
+    """Each of an import's page bodies (written HTML, one block starting each line) without
+    the theme's text they share (see the module docstring); the others unchanged.
+    ``on_page(1)`` is called as each body is read (a progress bar's ``update``)."""
+    if len(bodies) < TEMPLATE_MIN_PAGES:
+        return bodies
+    parsed = []
+    for body in bodies:
+        parsed.append(_blocks(body))
+        if on_page is not None:
+            on_page(1)
+    pages = Counter(key for blocks in parsed for key in {b.key for b in blocks} if key)
+    needed = max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * len(bodies)))
+    theme = {key for key, count in pages.items() if count >= needed}
+    if not theme:
+        return bodies
+    stripped = []
+    for body, blocks in zip(bodies, parsed, strict=True):
+        start, end = _kept(blocks, theme)
+        lines = body.split("\n")
+        cut = [blocks[i] for i in (start, end) if i < len(blocks)]
+        if (
+            (start, end) == (0, len(blocks))
+            or start >= end
+            or not all(_starts_line(lines, b) for b in cut)
+        ):
+            stripped.append(body)
+            continue
+        last = blocks[end].line - 1 if end < len(blocks) else len(lines)
+        stripped.append("\n".join(lines[blocks[start].line - 1 : last]).strip())
+    return stripped
