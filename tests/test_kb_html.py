@@ -276,6 +276,29 @@ def test_folder_without_markdown_or_html_is_reported(db_url, tmp_path):
     ]
 
 
+def test_pages_saved_without_an_extension_are_read_by_their_first_bytes(db_url, tmp_path):
+    """A site mirrored without ``--adjust-extension`` names its pages without ``.html``."""
+    folder = tmp_path / "mirror"
+    (folder / "articles").mkdir(parents=True)
+    page = folder / "articles" / "42-reset-your-pin"
+    page.write_bytes(
+        b"\xef\xbb\xbf<!-- saved by wget -->\n<!DOCTYPE html><html><head><title>Reset your "
+        b"PIN</title></head><body><p>Open Security in the app.</p></body></html>"
+    )
+    # a variant of the page under a query, a stylesheet and a text file: none is an article
+    (folder / "articles" / "42-reset-your-pin?sort=votes").write_bytes(page.read_bytes())
+    (folder / "site").write_text("body { color: red }")
+    (folder / "LICENSE").write_text("All rights reserved.")
+    report = run_import(db_url, [folder])
+    assert (report.created, report.problems, report.warnings) == (1, [], [])
+    assert articles(db_url)["reset-your-pin"].source == str(page)
+    # named on its own, the page is read too; a text file without an extension is refused
+    assert rejected(db_url, [page, folder / "LICENSE"]) == [
+        f"{folder / 'LICENSE'}:1: unsupported file type (use .csv, .htm, .html, .json, .jsonl, "
+        ".markdown, .md, .ndjson, .qna, .tsv, .xlsx or a folder)"
+    ]
+
+
 # ----------------------------------------------------------------------------- Zendesk
 
 

@@ -902,6 +902,33 @@ def _is_hidden(relative: Path) -> bool:
     return any(part.startswith((".", "_")) for part in relative.parts)
 
 
+# The start of an HTML document: a doctype or <html>, after an XML declaration and comments.
+_HTML_START = re.compile(
+    rb"\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html)[\s>]", re.I | re.S
+)
+
+
+def _is_html_page(path: Path) -> bool:
+    """Whether a file without a known extension is an HTML page, by its first bytes: a site
+    mirrored without ``--adjust-extension`` saves its pages as ``articles/42-reset-your-pin``."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return bool(_HTML_START.match(head.removeprefix(b"\xef\xbb\xbf")))
+
+
+def _importable(path: Path) -> bool:
+    """A file a folder import reads: Markdown or HTML by its extension, or an HTML page
+    without one of ours. A name with a query (``index.html?page=2``, ``search?q=pin``) is a
+    variant of another page, as a mirror saves them, and is not read."""
+    suffix = path.suffix.lower()
+    if suffix in FOLDER_SUFFIXES:
+        return True
+    return suffix not in READERS and "?" not in path.name and _is_html_page(path)
+
+
 def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]]:
     """(file, display name) for every file to read; folders give their Markdown and HTML."""
     files: list[tuple[Path, str]] = []
@@ -912,16 +939,16 @@ def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]
                 p
                 for p in path.rglob("*")
                 if p.is_file()
-                and p.suffix.lower() in FOLDER_SUFFIXES
                 and p.name.lower() not in SKIPPED_NAMES
                 and not _is_hidden(p.relative_to(path))
+                and _importable(p)
             )
             if not found:
                 problems.add(display, 1, "folder has no Markdown (.md) or HTML (.html) files")
             files.extend((p, display_name(p)) for p in found)
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")
-        elif path.suffix.lower() not in READERS:
+        elif path.suffix.lower() not in READERS and not _is_html_page(path):
             supported = ", ".join(sorted(READERS))
             problems.add(display, 1, f"unsupported file type (use {supported} or a folder)")
         else:
@@ -944,7 +971,9 @@ def _without_repeats(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
 def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):
     for path, display in files:
         try:
-            rows = READERS[path.suffix.lower()](path, display, problems, on_bytes)
+            # a file of another extension got here as an HTML page (``_is_html_page``)
+            reader = READERS.get(path.suffix.lower(), read_html_page)
+            rows = reader(path, display, problems, on_bytes)
             yield from group_questions(rows, problems)
         except OSError as exc:
             problems.add(display, 1, f"cannot read: {exc.strerror or exc}")
