@@ -64,6 +64,29 @@ def test_reimporting_a_linked_site_changes_nothing(db_url, write_kb_file):
     assert snapshot(db_url) == before
 
 
+def test_a_file_imported_alone_later_links_to_the_files_of_earlier_imports(db_url, write_kb_file):
+    site = _site(write_kb_file)
+    run_import(db_url, [site])
+    refunds = write_kb_file(
+        "site/billing/refunds.md",
+        "---\ntitle: Refunds\n---\nSee [the fees](../fees.md), [paying](../help/faq.html#pay) "
+        "and [new notes](notes.md).\n",
+    )
+    notes = write_kb_file(
+        "site/billing/notes.md", "---\ntitle: Notes\n---\nBack to [r](refunds.md)."
+    )
+    report = run_import(db_url, [refunds, notes])
+    assert (report.created, report.updated) == (1, 1)
+    stored = articles(db_url)
+    assert stored["refunds"].body == (
+        "See [the fees](/kb/fees), [paying](/kb/how-do-i-pay) and [new notes](/kb/notes)."
+    )
+    assert stored["notes"].body == "Back to [r](/kb/refunds)."
+    # with --replace the earlier files' articles are unpublished: nothing to lead to
+    run_import(db_url, [refunds], replace=True)
+    assert "[the fees](../fees.md)" in articles(db_url)["refunds"].body
+
+
 def test_rewrite_links_reads_every_link_form_and_leaves_the_rest():
     body = (
         "[a](x.md) [b]( <y z.md> 'T') [c](v.md)\n"

@@ -8,7 +8,9 @@ the linking file's folder) is rewritten to that article's page, ``/kb/<slug>``. 
 several articles (an FAQ page) is linked through the fragment that names a question
 (``faq.html#refunds``); without one, or for a file not in the import, the link is left as it is.
 Links in both Markdown forms (inline ``[text](target)`` and reference definitions ``[id]:
-target``) and in HTML (``href="target"``) are read.
+target``) and in HTML (``href="target"``) are read. A file imported on its own later links the
+same way to the files of earlier imports, known by the ``source`` their articles keep (the file's
+path as that import named it, so resolved from the same working folder).
 """
 
 from __future__ import annotations
@@ -39,13 +41,31 @@ def _file_key(name: str) -> str:
     return os.path.normcase(os.path.abspath(name))
 
 
-class ArticleLinks:
-    """Resolves relative link targets among the files of one import."""
+def stored_file(slug: str, source: str | None) -> LinkedArticle | None:
+    """A stored article as a link target, when its ``source`` is the file it was imported
+    from (a path as the import named it, ``file#anchor`` for a question of an FAQ page); None
+    for an address, or a source the file gave."""
+    if not source or urlsplit(source).scheme or source.startswith("..."):
+        return None
+    return LinkedArticle(source.split("#", 1)[0], source, slug)
 
-    def __init__(self, articles: Sequence[LinkedArticle]) -> None:
+
+class ArticleLinks:
+    """Resolves relative link targets among the files of one import and, for files it does
+    not hold, those of earlier imports (``stored``)."""
+
+    def __init__(
+        self, articles: Sequence[LinkedArticle], stored: Sequence[LinkedArticle] = ()
+    ) -> None:
         self._by_file: dict[str, list[LinkedArticle]] = {}
         for article in articles:
             self._by_file.setdefault(_file_key(article.file), []).append(article)
+        imported = set(self._by_file)
+        slugs = {article.slug for article in articles}
+        for article in stored:
+            key = _file_key(article.file)
+            if key not in imported and article.slug not in slugs:
+                self._by_file.setdefault(key, []).append(article)
 
     def target(self, href: str, linking_file: str) -> str | None:
         """The article page ``href`` (as written in ``linking_file``) leads to, or None."""

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
-from app.kb.cross_links import ArticleLinks, LinkedArticle
+from app.kb.cross_links import ArticleLinks, LinkedArticle, stored_file
 from app.kb.page_template import strip_theme
 from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
@@ -107,8 +107,17 @@ class _Checked:
         return lines.get(question_key(question), self.line) if lines else self.line
 
 
-def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArticle], Problems]:
-    """Phase one: read and check everything; nothing touches the database."""
+def _stored_files(session: Session) -> list[LinkedArticle]:
+    """The published articles that were imported from files, as link targets."""
+    rows = session.execute(select(Article.slug, Article.source).where(Article.published.is_(True)))
+    return [found for slug, source in rows if (found := stored_file(slug, source))]
+
+
+def _validate(
+    paths: list[Path], progress: bool, stored: list[LinkedArticle] | None = None
+) -> tuple[dict[str, PreparedArticle], Problems]:
+    """Phase one: read and check everything; nothing touches the database (``stored``: the
+    articles earlier imports read from files, which links may lead to)."""
     problems = Problems()
     files = expand_paths(paths, problems)
     total = sum(path.stat().st_size for path, _ in files)
@@ -146,7 +155,7 @@ def _validate(paths: list[Path], progress: bool) -> tuple[dict[str, PreparedArti
             checked.append(_Checked(article, row.file, row.line, row.question_lines, row.page))
     prepared = _settle_slugs(checked, explicit, problems)
     _strip_page_theme(checked, progress)
-    _link_articles(checked)
+    _link_articles(checked, stored or [])
     _warn_shared_questions(checked, problems)
     return prepared, problems
 
@@ -170,10 +179,12 @@ def _strip_page_theme(checked: list[_Checked], progress: bool) -> None:
         _set_body(article, body)
 
 
-def _link_articles(checked: list[_Checked]) -> None:
-    """Links between the imported files lead to the articles' pages (``app/kb/cross_links``)."""
+def _link_articles(checked: list[_Checked], stored: list[LinkedArticle]) -> None:
+    """Links between the imported files, and to files of earlier imports, lead to the
+    articles' pages (``app/kb/cross_links``)."""
     links = ArticleLinks(
-        [LinkedArticle(item.file, item.article.source, item.article.slug) for item in checked]
+        [LinkedArticle(item.file, item.article.source, item.article.slug) for item in checked],
+        stored,
     )
     for item in checked:
         _set_body(item.article, links.rewrite(item.article.body, item.file))
@@ -240,7 +251,9 @@ def import_paths(
     the caller's ``session_scope`` commits the whole import as one transaction.
     """
     report = ImportReport(dry_run=dry_run)
-    prepared, problems = _validate([Path(p) for p in paths], progress)
+    # with --replace, what this import does not hold is unpublished: nothing to link to
+    stored = [] if replace else _stored_files(session)
+    prepared, problems = _validate([Path(p) for p in paths], progress, stored)
     report.notes = problems.notes
     report.warnings = problems.warnings
     if problems:
