@@ -311,6 +311,25 @@ def test_changed_rows_are_updated_and_versioned(any_db_url, write_kb_file):
     assert revision(any_db_url) == 2
 
 
+def test_an_articles_web_source_is_where_its_relative_links_lead(db_url, write_kb_file):
+    """A source at a web address is where the article was published: its relative links
+    resolve there, and a new address is a change; without one they keep only their text."""
+    text = (
+        "title,body,source\n"
+        "Refunds,See [the form](../forms/refund).,https://help.acme.example/billing/refunds\n"
+        "Fees,See [the form](../forms/refund).,fees.md\n"
+    )
+    run_import(db_url, [write_kb_file("faq.csv", text)])
+    stored = articles(db_url)
+    assert 'href="https://help.acme.example/forms/refund"' in stored["refunds"].body_html
+    assert stored["fees"].body_html == "<p>See the form.</p>"
+    moved = text.replace("help.acme.example/billing/", "acme.example/help/billing/")
+    moved = moved.replace("fees.md", "other/fees.md")
+    report = run_import(db_url, [write_kb_file("faq.csv", moved)])
+    assert (report.updated, report.unchanged) == (1, 1)  # a file path's change is no change
+    assert 'href="https://acme.example/help/forms/refund"' in articles(db_url)["refunds"].body_html
+
+
 def test_rejected_import_leaves_the_database_exactly_as_it_was(any_db_url, write_kb_file):
     run_import(any_db_url, [write_kb_file("faq.csv", CSV_TEXT)])
     before = snapshot(any_db_url)

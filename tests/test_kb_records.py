@@ -91,6 +91,53 @@ def test_render_body_keeps_markdown_structure_and_safe_links():
     assert "<blockquote>" in html
 
 
+BODY_WITH_LINKS = (
+    "See [fees](../billing/fees.md), [the form](/hc/requests/new), [steps](#steps), "
+    "[refunds](/kb/refunds), [our site](https://acme.example/fees), [mail](mailto:a@b.example), "
+    '![the form](img/form.png) and <a href="//cdn.acme.example/terms.pdf" title="T">terms</a>.'
+)
+REL = 'rel="noopener noreferrer nofollow"'
+
+
+def test_links_the_widget_could_not_follow_keep_only_their_text():
+    """The widget resolves addresses against tierdesk's own: a relative link would lead to a
+    page tierdesk does not have."""
+    assert render_body(BODY_WITH_LINKS) == (
+        f'<p>See fees, the form, steps, <a href="/kb/refunds" {REL}>refunds</a>, '
+        f'<a href="https://acme.example/fees" {REL}>our site</a>, '
+        f'<a href="mailto:a@b.example" {REL}>mail</a>, the form and '
+        f'<a href="//cdn.acme.example/terms.pdf" title="T" {REL}>terms</a>.</p>'
+    )
+    # read for its structure (is it a list of links?), a body keeps them as written
+    assert f'<a href="../billing/fees.md" {REL}>fees</a>' in render_body(
+        BODY_WITH_LINKS, as_written=True
+    )
+
+
+def test_relative_links_resolve_against_the_address_the_article_was_published_at():
+    html = render_body(BODY_WITH_LINKS, "https://acme.example/hc/articles/7-refunds")
+    for link in (
+        f'<a href="https://acme.example/hc/billing/fees.md" {REL}>fees</a>',
+        f'<a href="https://acme.example/hc/requests/new" {REL}>the form</a>',
+        f'<a href="https://acme.example/hc/articles/7-refunds#steps" {REL}>steps</a>',
+        f'<a href="/kb/refunds" {REL}>refunds</a>',
+        f'<a href="https://acme.example/hc/articles/img/form.png" {REL}>the form</a>',
+    ):
+        assert link in html, link
+    # a source that is not a web address (a file, a QnA export's "Editorial") gives no base
+    assert render_body(BODY_WITH_LINKS, "billing/refunds.md") == render_body(BODY_WITH_LINKS)
+
+
+def test_a_web_source_is_part_of_the_content_a_file_path_is_not():
+    from app.kb.records import content_hash
+
+    def digest(source):
+        return content_hash("T", "[a](b.html)", None, [], [], source)
+
+    assert digest("https://acme.example/a") != digest("https://acme.example/x/a")
+    assert digest("site/a.html") == digest("other/a.html") == digest(None)
+
+
 def test_clean_source_leaves_plain_markdown_alone_and_is_a_fixed_point():
     markdown = "> quoted & kept\n\n1 < 2 and <https://example.com>"
     assert clean_source(markdown) == markdown

@@ -164,7 +164,7 @@ def _set_body(article: PreparedArticle, body: str) -> None:
     if body != article.body:
         article.body = body
         article.content_hash = content_hash(
-            article.title, body, article.category, article.tags, article.questions
+            article.title, body, article.category, article.tags, article.questions, article.source
         )
 
 

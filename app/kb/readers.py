@@ -835,7 +835,7 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         body = body[heading.end() :]  # a heading repeating the front matter's title, as in HTML
     fields["body"] = body
     fields.setdefault("source", display)
-    if not _skipped_link_list(render_body(body), display, problems):
+    if not _skipped_link_list(render_body(body, as_written=True), display, problems):
         yield SourceRow(display, 1, fields)
 
 

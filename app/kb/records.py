@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.kb.sanitize import clean_source, has_text
+from app.kb.sanitize import clean_source, has_text, web_address
 from app.kb.slugs import is_valid_slug, slugify
 from app.models import Article
 
@@ -30,7 +30,7 @@ MAX_QUESTION = 500
 MAX_QUESTIONS = 1_000  # a shipped chit-chat export lists up to 400 questions under one answer
 
 # Bump when rendering or normalisation changes, so the next import refreshes every article.
-RENDER_VERSION = 2
+RENDER_VERSION = 3
 
 LIST_SEPARATOR = "|"
 _TRUE = {"1", "true", "yes", "y", "on", "published", "live", "public", "active"}
@@ -233,13 +233,24 @@ def _check_length(value: str | None, name: str, limit: int, reasons: list[str]) 
         reasons.append(f"{name} is {len(value)} characters; the limit is {limit}")
 
 
-def content_hash(title: str, body: str, category: str | None, tags: list, questions: list) -> str:
-    """What decides "unchanged": the stored content (not its source or published flag).
+def content_hash(
+    title: str,
+    body: str,
+    category: str | None,
+    tags: list,
+    questions: list,
+    source: str | None = None,
+) -> str:
+    """What decides "unchanged": the stored content, not its published flag, nor its source
+    unless that is a web address, which the body's relative links resolve against
+    (``render_body``); a file's path changes with the folder an import runs in.
 
     NUL never occurs in a stored field (validation rejects it), so it separates them safely.
     """
     parts = [str(RENDER_VERSION), title, body, category or "", "\x01".join(tags)]
     parts.append("\x01".join(questions))
+    if source and web_address(source):
+        parts.append(source)
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
 
 
@@ -290,6 +301,6 @@ def prepare_record(record: ArticleRecord) -> PreparedArticle:
         questions=questions,
         source=source,
         published=bool(record.published),
-        content_hash=content_hash(title, body, category, tags, questions),
+        content_hash=content_hash(title, body, category, tags, questions, source),
         slug_derived=derived,
     )

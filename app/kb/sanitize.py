@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import re
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import nh3
 from markdown_it_pyrs import MarkdownIt
@@ -81,25 +81,67 @@ def clean_source(body: str) -> str:
     return _ESCAPED_BARE_AMP.sub("&", cleaned)
 
 
-def render_body(body: str) -> str:
+def render_body(body: str, source: str | None = None, *, as_written: bool = False) -> str:
     """Markdown or HTML in, safe HTML out (what the widget and the console display).
 
     Images are not shown inline (an image from another site would tell it who reads the
     answer): one at an absolute http(s) address becomes a link to it named by its alt text (or
     "Image"), any other its alt text, as HTML imports write them (``app/kb/html_pages.py``).
+
+    Every link must lead somewhere from the widget, which resolves addresses against tierdesk's
+    own: an address with a scheme or a host, and an article page (``/kb/<slug>``), stay; any
+    other (``../fees.html``, ``/hc/requests/new``, ``#steps``) resolves against the article's
+    ``source`` when that is an http(s) address (where it was published), and otherwise keeps
+    only its text. ``as_written`` keeps every link as the body gives it (to read a body's
+    structure, not to show it).
     """
-    return _clean(_IMG_TAG.sub(_image_link, _MARKDOWN.render(body))).strip()
+    base = source if source and web_address(source) else None
+    rendered = _IMG_TAG.sub(lambda m: _image_link(m, base), _MARKDOWN.render(body))
+    cleaned = _clean(rendered)
+    if not as_written:
+        cleaned = _LINK.sub(lambda m: _followable_link(m, base), cleaned)
+    return cleaned.strip()
+
+
+def web_address(value: str) -> bool:
+    """Whether ``value`` is an absolute http(s) address."""
+    parts = urlsplit(value.strip())
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
+
+
+ARTICLE_PAGES = "/kb/"
+_LINK = re.compile(r"<a\b([^>]*)>(.*?)</a>", re.IGNORECASE | re.DOTALL)
+_HREF = re.compile(r'\bhref="([^"]*)"')
+
+
+def _followable_link(match: re.Match, base: str | None) -> str:
+    """A cleaned ``<a>`` as the widget can follow it: as it is, resolved against ``base``, or
+    only its content."""
+    found = _HREF.search(match.group(1))
+    if found is None:
+        return match.group(0)
+    href = html.unescape(found.group(1)).strip()
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or parts.path.startswith(ARTICLE_PAGES):
+        return match.group(0)
+    if base is None:
+        return match.group(2)
+    attrs = match.group(1)
+    resolved = f'href="{html.escape(urljoin(base, href))}"'
+    return f"<a{attrs[: found.start()]}{resolved}{attrs[found.end() :]}>{match.group(2)}</a>"
 
 
 _IMG_TAG = re.compile(r"<img\b([^>]*)>", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""([A-Za-z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 
 
-def _image_link(match: re.Match) -> str:
+def _image_link(match: re.Match, base: str | None = None) -> str:
     attrs: dict[str, str] = {}
     for name, double, single, bare in _ATTRIBUTE.findall(match.group(1)):
         attrs.setdefault(name.lower(), html.unescape(double or single or bare))
     src, alt = attrs.get("src", "").strip(), " ".join(attrs.get("alt", "").split())
+    if base and src and not urlsplit(src).scheme:
+        src = urljoin(base, src)
     before = match.string[: match.start()].lower()
     in_link = max(before.rfind("<a "), before.rfind("<a>")) > before.rfind("</a>")
     if not in_link and urlsplit(src).scheme.lower() in ("http", "https"):

@@ -72,7 +72,7 @@ def _values(article: PreparedArticle, now: datetime) -> dict:
         "slug": article.slug,
         "title": article.title,
         "body": article.body,
-        "body_html": render_body(article.body),
+        "body_html": render_body(article.body, article.source),
         "category": article.category,
         "tags": article.tags,
         "questions": article.questions,
