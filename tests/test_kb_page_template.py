@@ -71,6 +71,21 @@ def test_reimporting_a_themed_site_changes_nothing(db_url, write_kb_file):
     assert snapshot(db_url) == before
 
 
+def test_a_page_imported_alone_later_is_trimmed_by_the_theme_its_site_taught(db_url, write_kb_file):
+    site = _site(write_kb_file)
+    run_import(db_url, [site])
+    title, body = ARTICLES["pin"]
+    page = write_kb_file(
+        "site/cards/pin.html", _page("pin", title, body.replace("Security", "Settings"), ["fees"])
+    )
+    report = run_import(db_url, [page])
+    assert (report.created, report.updated) == (0, 1)
+    assert articles(db_url)["reset-your-pin"].body == (
+        "<p>Open <b>Settings</b> and choose <i>Change PIN</i>.</p>\n"
+        "<h2>Steps</h2>\n<p>Steps differ by app version: pin.</p>"
+    )
+
+
 def test_too_few_pages_to_tell_a_theme_keep_their_text(db_url, write_kb_file):
     run_import(db_url, [_site(write_kb_file, ("pin", "limits", "lost"))])
     pin = articles(db_url)["reset-your-pin"]
@@ -82,7 +97,7 @@ def test_only_the_lead_and_the_tail_are_taken_off():
     bodies = [
         f"{theme}\n<p>Own text {n}.</p>\n{theme}\n<p>More of {n}.</p>\n{theme}" for n in range(4)
     ]
-    assert strip_theme(bodies) == [
+    assert strip_theme(bodies)[0] == [
         f"<p>Own text {n}.</p>\n{theme}\n<p>More of {n}.</p>" for n in range(4)
     ]
 
@@ -94,15 +109,15 @@ def test_a_section_is_the_themes_only_when_its_heading_is_and_the_rest_is_links_
     links = [f'<li><a href="a{n}.html">Article {n}</a></li>\n' for n in range(5)]
     own = "<li>Call us on 0800 123 456</li>\n"  # a list of the article's own words
     bodies = [body(n, links[n]) for n in range(4)] + [body(4, own)]
-    assert strip_theme(bodies) == [f"<p>Answer {n}.</p>" for n in range(4)] + [bodies[4]]
+    assert strip_theme(bodies)[0] == [f"<p>Answer {n}.</p>" for n in range(4)] + [bodies[4]]
 
 
 def test_a_body_that_is_only_the_theme_and_bodies_without_any_stay_as_they_are():
     shared = "<p>Was this article helpful?</p>"
     bodies = [shared, *(f"<p>Own text {n}.</p>\n{shared}" for n in range(4))]
-    assert strip_theme(bodies) == [shared, *(f"<p>Own text {n}.</p>" for n in range(4))]
+    assert strip_theme(bodies)[0] == [shared, *(f"<p>Own text {n}.</p>" for n in range(4))]
     plain = [f"<p>Own text {n}.</p>" for n in range(6)]
-    assert strip_theme(plain) == plain
+    assert strip_theme(plain) == (plain, frozenset())
 
 
 def test_markdown_files_keep_a_footer_they_share(db_url, write_kb_file):

@@ -13,6 +13,7 @@ rebuild their retrieval indexes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from app.kb.store import (
     update_articles,
 )
 from app.kb.textfiles import Problems
-from app.models import Article
+from app.models import Article, SystemState
 from app.state import KB_REVISION, bump_revision
 
 # Progress bars appear when the input is at least this large (small imports stay quiet).
@@ -50,6 +51,8 @@ PROGRESS_MIN_BYTES = 1024 * 1024
 PROGRESS_MIN_ARTICLES = 1000
 # Imports writing at least this many rows refresh the planner statistics (PostgreSQL).
 ANALYZE_MIN_ROWS = 1000
+# The site theme the last import of saved pages learnt (app/kb/page_template.py).
+PAGE_THEME = "page_theme"
 
 
 @dataclass
@@ -114,10 +117,15 @@ def _stored_files(session: Session) -> list[LinkedArticle]:
 
 
 def _validate(
-    paths: list[Path], progress: bool, stored: list[LinkedArticle] | None = None
-) -> tuple[dict[str, PreparedArticle], Problems]:
+    paths: list[Path],
+    progress: bool,
+    stored: list[LinkedArticle] | None = None,
+    known: frozenset[int] = frozenset(),
+) -> tuple[dict[str, PreparedArticle], Problems, frozenset[int]]:
     """Phase one: read and check everything; nothing touches the database (``stored``: the
-    articles earlier imports read from files, which links may lead to)."""
+    articles earlier imports read from files, which links may lead to; ``known``: the site
+    theme the last import learnt). Returns the articles, the problems and the site theme this
+    import learnt (empty when it has too few pages to tell)."""
     problems = Problems()
     files = expand_paths(paths, problems)
     total = sum(path.stat().st_size for path, _ in files)
@@ -154,10 +162,10 @@ def _validate(
                 explicit[article.slug] = f"{row.file}:{row.line}"
             checked.append(_Checked(article, row.file, row.line, row.question_lines, row.page))
     prepared = _settle_slugs(checked, explicit, problems)
-    _strip_page_theme(checked, progress)
+    theme = _strip_page_theme(checked, progress, known)
     _link_articles(checked, stored or [])
     _warn_shared_questions(checked, problems)
-    return prepared, problems
+    return prepared, problems, theme
 
 
 def _set_body(article: PreparedArticle, body: str) -> None:
@@ -168,15 +176,36 @@ def _set_body(article: PreparedArticle, body: str) -> None:
         )
 
 
-def _strip_page_theme(checked: list[_Checked], progress: bool) -> None:
+def _strip_page_theme(
+    checked: list[_Checked], progress: bool, known: frozenset[int]
+) -> frozenset[int]:
     """Saved pages lose the text their site's theme wrote around each article
-    (``app/kb/page_template``)."""
+    (``app/kb/page_template``); returns the theme learnt from them (``known``: the last
+    import's, for too few pages to tell)."""
     pages = [item.article for item in checked if item.page]
     with _bar(len(pages), progress and len(pages) >= PROGRESS_MIN_ARTICLES, desc="site theme",
               unit="page") as bar:  # fmt: skip
-        bodies = strip_theme([a.body for a in pages], bar.update)
+        bodies, learnt = strip_theme([a.body for a in pages], known, bar.update)
     for article, body in zip(pages, bodies, strict=True):
         _set_body(article, body)
+    return learnt
+
+
+def _known_theme(session: Session) -> frozenset[int]:
+    value = session.scalar(select(SystemState.value).where(SystemState.key == PAGE_THEME))
+    try:
+        return frozenset(int(key) for key in json.loads(value or "[]"))
+    except (ValueError, TypeError):  # written by hand or by another version: learn it again
+        return frozenset()
+
+
+def _keep_theme(session: Session, theme: frozenset[int]) -> None:
+    row = session.get(SystemState, PAGE_THEME)
+    value = json.dumps(sorted(theme))
+    if row is None:
+        session.add(SystemState(key=PAGE_THEME, value=value))
+    elif row.value != value:
+        row.value = value
 
 
 def _link_articles(checked: list[_Checked], stored: list[LinkedArticle]) -> None:
@@ -253,7 +282,8 @@ def import_paths(
     report = ImportReport(dry_run=dry_run)
     # with --replace, what this import does not hold is unpublished: nothing to link to
     stored = [] if replace else _stored_files(session)
-    prepared, problems = _validate([Path(p) for p in paths], progress, stored)
+    known = _known_theme(session)
+    prepared, problems, theme = _validate([Path(p) for p in paths], progress, stored, known)
     report.notes = problems.notes
     report.warnings = problems.warnings
     if problems:
@@ -262,7 +292,11 @@ def import_paths(
         raise ImportRejected(report)
 
     creates, updates, absent = _plan(session, prepared, replace, report)
-    if dry_run or not report.changed:
+    if dry_run:
+        return report
+    if theme and theme != known:
+        _keep_theme(session, theme)
+    if not report.changed:
         return report
 
     written = len(creates) + len(updates)

@@ -17,11 +17,14 @@ Only what leads and trails an article is taken off, never text between its own b
   articles" list differs on every page; its heading does not).
 
 A body that would be left with nothing keeps all its text. Markdown files and exports are
-written by people article by article and are left as they are.
+written by people article by article and are left as they are. The theme an import learns is
+kept (as numbers, not text) for the next import of too few pages to tell one, so that a page
+saved again and imported on its own is trimmed as it was with its site.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -41,9 +44,15 @@ class _Block:
 
     tag: str
     line: int  # where it starts in the body
-    key: int  # a hash of its text, case and spacing folded (0: no text)
+    key: int  # its text, case and spacing folded, as ``_key`` (0: no text)
     heading: bool
     only_links: bool
+
+
+def _key(text: str) -> int:
+    """A block's text as a number that is the same in every process (an import stores the
+    theme it learnt for the next one)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()) >> 1
 
 
 def _blocks(body: str) -> list[_Block]:
@@ -56,7 +65,7 @@ def _blocks(body: str) -> list[_Block]:
                 _Block(
                     node.tag,
                     node.line,
-                    hash(text) if text else 0,
+                    _key(text) if text else 0,
                     node.tag in _HEADINGS,
                     count > 0 and share == 1.0,
                 )
@@ -89,22 +98,29 @@ def _starts_line(lines: list[str], block: _Block) -> bool:
     return 0 <= line < len(lines) and lines[line].lstrip().lower().startswith(f"<{block.tag}")
 
 
-def strip_theme(bodies: list[str], on_page: Callable[[int], object] | None = None) -> list[str]:
+def strip_theme(
+    bodies: list[str],
+    known: frozenset[int] = frozenset(),
+    on_page: Callable[[int], object] | None = None,
+) -> tuple[list[str], frozenset[int]]:
     """Each of an import's page bodies (written HTML, one block starting each line) without
-    the theme's text they share (see the module docstring); the others unchanged.
-    ``on_page(1)`` is called as each body is read (a progress bar's ``update``)."""
-    if len(bodies) < TEMPLATE_MIN_PAGES:
-        return bodies
+    the theme's text (see the module docstring), and the theme learnt from them: the blocks
+    they share, or, with too few pages to tell, none, and ``known`` (the theme an earlier
+    import learnt) is used instead. ``on_page(1)`` is called as each body is read (a progress
+    bar's ``update``)."""
+    if not bodies or (len(bodies) < TEMPLATE_MIN_PAGES and not known):
+        return bodies, frozenset()
     parsed = []
     for body in bodies:
         parsed.append(_blocks(body))
         if on_page is not None:
             on_page(1)
-    pages = Counter(key for blocks in parsed for key in {b.key for b in blocks} if key)
-    needed = max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * len(bodies)))
-    theme = {key for key, count in pages.items() if count >= needed}
-    if not theme:
-        return bodies
+    learnt: frozenset[int] = frozenset()
+    if len(bodies) >= TEMPLATE_MIN_PAGES:
+        pages = Counter(key for blocks in parsed for key in {b.key for b in blocks} if key)
+        needed = max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * len(bodies)))
+        learnt = frozenset(key for key, count in pages.items() if count >= needed)
+    theme = learnt if len(bodies) >= TEMPLATE_MIN_PAGES else known
     stripped = []
     for body, blocks in zip(bodies, parsed, strict=True):
         start, end = _kept(blocks, theme)
@@ -119,4 +135,4 @@ def strip_theme(bodies: list[str], on_page: Callable[[int], object] | None = Non
             continue
         last = blocks[end].line - 1 if end < len(blocks) else len(lines)
         stripped.append("\n".join(lines[blocks[start].line - 1 : last]).strip())
-    return stripped
+    return stripped, learnt
