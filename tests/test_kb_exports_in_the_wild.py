@@ -355,6 +355,30 @@ def test_markdown_titles_as_other_tools_write_them(db_url, write_kb_file, conten
     assert article.category == ("billing" if content.startswith("+++") else None)
 
 
+def test_a_docusaurus_docs_folder_imports(db_url, write_kb_file):
+    """Docusaurus front matter gives the page's path on the site as ``slug`` (``/`` for the
+    home page), and ``.mdx`` pages start with JavaScript imports."""
+    write_kb_file(
+        "docs/intro.md", "---\nslug: /\nsidebar_position: 1\n---\n# Welcome\n\nStart here.\n"
+    )
+    refunds = write_kb_file(
+        "docs/billing/refunds.mdx",
+        "---\nid: refunds\ntitle: Refunds\nslug: /billing/refunds\n---\n"
+        "import Tabs from '@theme/Tabs';\nimport {\n  TabItem,\n} from '@theme/TabItem';\n\n"
+        "<Tabs><TabItem value='app'>In the app, open **Payments**.</TabItem></Tabs>\n\n"
+        "```js\nimport refund from 'acme';\n```\n",
+    )
+    report = run_import(db_url, [refunds.parent.parent])
+    assert (report.created, report.problems) == (2, [])
+    stored = articles(db_url)
+    assert sorted(stored) == ["billing-refunds", "welcome"]
+    body = stored["billing-refunds"].body
+    assert "@theme" not in body and "TabItem," not in body
+    assert "In the app, open **Payments**." in body
+    assert "import refund from 'acme';" in stored["billing-refunds"].body_html  # code stays
+    assert stored["welcome"].body.strip() == "Start here."
+
+
 def test_broken_toml_front_matter_is_named(db_url, write_kb_file):
     path = write_kb_file("pay.md", '+++\ntitle = "How do I pay?\n+++\nBy card.\n')
     (problem,) = rejected(db_url, [path])

@@ -46,6 +46,7 @@ from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
 from app.kb.sanitize import has_text, render_body
+from app.kb.slugs import slugify
 from app.kb.textfiles import (
     ByteCounter,
     CsvRow,
@@ -111,8 +112,8 @@ _FALLBACK_KEYS = {
     **dict.fromkeys(("section", "topic"), "category"),
     **dict.fromkeys(("state", "articlestate"), "status"),  # Intercom's article state
 }
-MARKDOWN_SUFFIXES = (".md", ".markdown")
-SKIPPED_NAMES = {"readme.md", "readme.markdown"}
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
+SKIPPED_NAMES = {"readme.md", "readme.markdown", "readme.mdx"}
 # QnA Maker's multi-turn columns and Language Studio's SourceDisplayName: no use here, so
 # ignored without a note.
 QNA_IGNORED = ("suggestedquestions", "iscontextonly", "prompts", "sourcedisplayname")
@@ -783,6 +784,43 @@ _TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n(.*?)^\+\+\+[ \t]*$\n?", re.S 
 _HUGE_NUMBER = "a number of over 4,300 digits; put it in quotes to make it text"
 
 
+_MDX_STATEMENT = re.compile(r"(?:import|export)\s")
+_FENCE = re.compile(r" {0,3}(```|~~~)")
+
+
+def _without_mdx_statements(body: str) -> str:
+    """An MDX body without its ``import`` and ``export`` lines (JavaScript for the site's
+    build, at the start of a line outside code blocks), each left as an empty line so that
+    line numbers stay true. Components (``<Tabs>``) are tags like any other: unwrapped by the
+    allow-list, their text kept."""
+    lines = body.split("\n")
+    fence = None
+    depth = 0  # open braces of a statement spread over several lines
+    for number, line in enumerate(lines):
+        opened = _FENCE.match(line)
+        if depth > 0 or (fence is None and _MDX_STATEMENT.match(line)):
+            depth = max(0, depth + line.count("{") - line.count("}"))
+            lines[number] = ""
+        elif fence is None and opened:
+            fence = opened.group(1)
+        elif fence is not None and line.strip().startswith(fence):
+            fence = None
+    return "\n".join(lines)
+
+
+def _site_path_slug(fields: dict[str, object]) -> None:
+    """A front matter ``slug`` that is a path on the site (Docusaurus writes ``slug:
+    /billing/refunds``, and ``slug: /`` for the home page) gives the slug its words
+    (``billing-refunds``); the site's root gives none, and the title is used."""
+    slug = fields.get("slug")
+    if isinstance(slug, str) and "/" in slug:
+        words = slug.strip().strip("/")
+        if words:
+            fields["slug"] = slugify(words)
+        else:
+            del fields["slug"]
+
+
 def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     text = read_document(path, display, problems, on_bytes)
     if text is None:
@@ -822,6 +860,9 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
             problems.add(display, 2, "front matter must be key: value pairs")
             return
     fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in FRONT_MATTER_KEYS}
+    _site_path_slug(fields)
+    if path.suffix.lower() == ".mdx":
+        body = _without_mdx_statements(body)
     first_line = 1 + text.count("\n", 0, len(text) - len(body))
     rows = markdown_faq_rows(body, first_line, fields, display, problems)
     if rows is not None:
@@ -892,6 +933,7 @@ READERS: dict[str, Reader] = {
     ".ndjson": read_jsonl,
     ".md": read_markdown,
     ".markdown": read_markdown,
+    ".mdx": read_markdown,
     ".html": read_html_page,
     ".htm": read_html_page,
 }
