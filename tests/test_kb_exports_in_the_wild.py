@@ -379,6 +379,24 @@ def test_a_docusaurus_docs_folder_imports(db_url, write_kb_file):
     assert stored["welcome"].body.strip() == "Start here."
 
 
+def test_admonitions_as_docusaurus_and_mkdocs_write_them_lose_their_fences(db_url, write_kb_file):
+    path = write_kb_file(
+        "cards.md",
+        "# Cards\n\n:::tip Good to know\nCards arrive in **5 days**.\n:::\n\n"
+        '!!! warning "Heads up"\n    Cards expire after 3 years.\n\n    ```\n    renew --now\n'
+        "    ```\n\n??? note\n    Folded away.\n\nAfter.\n\n```\n:::tip in code\n```\n",
+    )
+    run_import(db_url, [path])
+    html = articles(db_url)["cards"].body_html
+    assert html == (
+        "<p><strong>Good to know</strong>\nCards arrive in <strong>5 days</strong>.</p>\n"
+        "<p><strong>Heads up</strong>\nCards expire after 3 years.</p>\n"
+        "<pre><code>renew --now\n</code></pre>\n"
+        "<p><strong>Note</strong>\nFolded away.</p>\n<p>After.</p>\n"
+        "<pre><code>:::tip in code\n</code></pre>"
+    )
+
+
 def test_broken_toml_front_matter_is_named(db_url, write_kb_file):
     path = write_kb_file("pay.md", '+++\ntitle = "How do I pay?\n+++\nBy card.\n')
     (problem,) = rejected(db_url, [path])

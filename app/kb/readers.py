@@ -42,6 +42,7 @@ from app.kb.html_pages import (
     parse_html,
     resolve_addresses,
 )
+from app.kb.markdown_dialects import plain_markdown
 from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
@@ -784,30 +785,6 @@ _TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n(.*?)^\+\+\+[ \t]*$\n?", re.S 
 _HUGE_NUMBER = "a number of over 4,300 digits; put it in quotes to make it text"
 
 
-_MDX_STATEMENT = re.compile(r"(?:import|export)\s")
-_FENCE = re.compile(r" {0,3}(```|~~~)")
-
-
-def _without_mdx_statements(body: str) -> str:
-    """An MDX body without its ``import`` and ``export`` lines (JavaScript for the site's
-    build, at the start of a line outside code blocks), each left as an empty line so that
-    line numbers stay true. Components (``<Tabs>``) are tags like any other: unwrapped by the
-    allow-list, their text kept."""
-    lines = body.split("\n")
-    fence = None
-    depth = 0  # open braces of a statement spread over several lines
-    for number, line in enumerate(lines):
-        opened = _FENCE.match(line)
-        if depth > 0 or (fence is None and _MDX_STATEMENT.match(line)):
-            depth = max(0, depth + line.count("{") - line.count("}"))
-            lines[number] = ""
-        elif fence is None and opened:
-            fence = opened.group(1)
-        elif fence is not None and line.strip().startswith(fence):
-            fence = None
-    return "\n".join(lines)
-
-
 def _site_path_slug(fields: dict[str, object]) -> None:
     """A front matter ``slug`` that is a path on the site (Docusaurus writes ``slug:
     /billing/refunds``, and ``slug: /`` for the home page) gives the slug its words
@@ -861,8 +838,7 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
             return
     fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in FRONT_MATTER_KEYS}
     _site_path_slug(fields)
-    if path.suffix.lower() == ".mdx":
-        body = _without_mdx_statements(body)
+    body = plain_markdown(body, mdx=path.suffix.lower() == ".mdx")
     first_line = 1 + text.count("\n", 0, len(text) - len(body))
     rows = markdown_faq_rows(body, first_line, fields, display, problems)
     if rows is not None:
