@@ -397,6 +397,20 @@ def test_admonitions_as_docusaurus_and_mkdocs_write_them_lose_their_fences(db_ur
     )
 
 
+def test_template_tags_alone_on_a_line_go_and_what_they_wrap_stays(db_url, write_kb_file):
+    path = write_kb_file(
+        "fees.md",
+        '# Fees\n\n{% hint style="info" %}\nTransfers are **free**.\n{% endhint %}\n\n'
+        '{{< notice tip >}}\nPay by card.\n{{< /notice >}}\n{{% include "x" %}}\n\n'
+        "Price: {{ site.price }} a month.\n\n```\n{% raw %}\n```\n",
+    )
+    run_import(db_url, [path])
+    assert articles(db_url)["fees"].body_html == (
+        "<p>Transfers are <strong>free</strong>.</p>\n<p>Pay by card.</p>\n"
+        "<p>Price: {{ site.price }} a month.</p>\n<pre><code>{% raw %}\n</code></pre>"
+    )
+
+
 def test_broken_toml_front_matter_is_named(db_url, write_kb_file):
     path = write_kb_file("pay.md", '+++\ntitle = "How do I pay?\n+++\nBy card.\n')
     (problem,) = rejected(db_url, [path])

@@ -8,6 +8,10 @@
   title stays in bold (the type's name, "Tip", when there is none), and MkDocs's indented block
   is moved back to the margin so that it is not read as code.
 
+- Template tags alone on their line: GitBook's and Jekyll's ``{% hint style="info" %}`` ...
+  ``{% endhint %}``, Hugo's shortcodes ``{{< notice tip >}}`` and ``{{% /notice %}}``. The tags
+  go and what they wrap stays; a tag inside a sentence is left as written.
+
 Lines inside code blocks are left alone, and each changed line stays one line (empty when it
 goes) so that line numbers in messages stay true.
 """
@@ -21,6 +25,7 @@ _FENCE = re.compile(r" {0,3}(```|~~~)")
 _COLON_ADMONITION = re.compile(r" {0,3}:::+\s*([A-Za-z][\w-]*)?\s*(.*?)\s*$")
 _MKDOCS_ADMONITION = re.compile(r"(?:!!!|\?\?\?\+?)\s+([A-Za-z][\w-]*)(?:\s+\"(.*)\")?\s*$")
 _INDENT = "    "
+_TEMPLATE_TAG = re.compile(r"\s*(?:\{%.*%\}|\{\{[<%].*[>%]\}\})\s*$")
 
 
 def _title(kind: str | None, title: str | None) -> str:
@@ -52,6 +57,9 @@ def plain_markdown(body: str, mdx: bool = False) -> str:
         opened = _FENCE.match(line)
         if opened:
             fence = opened.group(1)
+            continue
+        if _TEMPLATE_TAG.match(line):
+            lines[number] = ""
             continue
         colon = _COLON_ADMONITION.match(line)
         if colon:
