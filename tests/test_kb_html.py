@@ -848,6 +848,14 @@ EMPTY_ANSWERS = {
         "## Two?",
         "question 'Two?' has no answer",
     ),
+    # the import lines an MDX page loses do not move the lines named
+    "mdx": (
+        "faq.mdx",
+        "---\ncategory: x\n---\nimport A from 'a';\nimport {\n  B,\n} from 'b';\n"
+        ":::tip\n## One?\n1\n## Two?\n\n## Three?\n3\n",
+        "## Two?",
+        "question 'Two?' has no answer",
+    ),
 }
 
 

@@ -457,7 +457,7 @@ def page_meta_fields(root: Node) -> dict[str, object]:
 
 # What stands between a page's own title and the site's name in its <title>:
 # "Refunds – Acme Help", "Acme Help | Refunds", "Refunds :: Acme".
-_TITLE_JOIN_AFTER = re.compile(r"^\s*[-–—|·•:»/]+\s*\S")
+_TITLE_JOIN_AFTER = re.compile(r"\s*[-–—|·•:»/]+\s*\S")
 _TITLE_JOIN_BEFORE = re.compile(r"\S\s*[-–—|·•:»/]+\s*$")
 
 
@@ -483,14 +483,16 @@ def _site_name(root: Node) -> str:
     return ""
 
 
+_SEPARATORS = " \t-–—|·•:»/"
+
+
 def _without_site_name(title: str, site: str) -> str:
     """``title`` without ``site`` (the site's name) and the separator joining them."""
-    t, s = title.casefold(), site.casefold()
-    if s and t != s and t.startswith(s) and _TITLE_JOIN_AFTER.match(t[len(s) :]):
-        return title[len(site) :].lstrip().lstrip("-–—|·•:»/").strip()
-    if s and t != s and t.endswith(s) and _TITLE_JOIN_BEFORE.search(t[: -len(s)]):
-        return title[: -len(site)].rstrip().rstrip("-–—|·•:»/").strip()
-    return title
+    if title.casefold() == site.casefold() or not _title_part(title, site):
+        return title
+    if title.casefold().startswith(site.casefold()):
+        return title[len(site) :].lstrip(_SEPARATORS)
+    return title[: -len(site)].rstrip(_SEPARATORS)
 
 
 _SECTIONING = frozenset({"main", "article"})

@@ -1,11 +1,14 @@
 """``tierdesk kb import``: all or nothing, upsert by slug, then tell the servers.
 
 The import runs in two phases. First every file is read and every record validated without
-touching the database; any problem raises ``ImportRejected`` carrying every ``file:line:
-reason``. Slugs are settled then too: two articles giving the same slug is an error, except when
-a slug derived from a title meets another article's, which gets ``-2``, ``-3``... in file order
-(an explicit slug keeps its own) with a warning. A question listed on two articles is a warning
-as well. Only a clean import reaches the second phase, which looks existing articles up by
+touching the database (what it needs from earlier imports, the files their articles were read
+from and the site theme they learnt, is read beforehand); any problem raises ``ImportRejected``
+carrying every ``file:line: reason``. Slugs are settled then too: two articles giving the same
+slug is an error, except when a slug derived from a title meets another article's, which gets
+``-2``, ``-3``... in file order (an explicit slug keeps its own) with a warning. A question
+listed on two articles is a warning as well. Saved pages lose their site's theme
+(``app/kb/page_template``) and links between imported files lead to the articles' pages
+(``app/kb/cross_links``). Only a clean import reaches the second phase, which looks existing articles up by
 slug in chunks and writes creates, updates and (with ``replace``) unpublishes with executemany
 inside the caller's transaction, then bumps the KB revision that running servers watch to
 rebuild their retrieval indexes.

@@ -12,8 +12,8 @@
 - XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
   it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
-- Markdown: YAML front matter then the body; HTML pages (app.kb.html_pages). A folder is searched
-  recursively for both. An FAQ page, in either, gives one article per question
+- Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
+  then the body; HTML pages (app.kb.html_pages). A folder is searched recursively for both. An FAQ page, in either, gives one article per question
   (app.kb.faq_pages); a page that only lists links to other pages gives none, with a warning.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
@@ -838,8 +838,8 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
             return
     fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in FRONT_MATTER_KEYS}
     _site_path_slug(fields)
-    body = plain_markdown(body, mdx=path.suffix.lower() == ".mdx")
     first_line = 1 + text.count("\n", 0, len(text) - len(body))
+    body = plain_markdown(body, mdx=path.suffix.lower() == ".mdx")  # as many lines
     rows = markdown_faq_rows(body, first_line, fields, display, problems)
     if rows is not None:
         yield from rows
