@@ -370,7 +370,8 @@ def _lookup(db_url: str) -> dict[str, str]:
     lookup: dict[str, str] = {}
     with session_scope(db_url) as session:
         for article in session.scalars(select(Article)):
-            for text in [article.slug, article.title, *(article.questions or []), article.source]:
+            texts = [article.slug, article.title, *(article.questions or []), article.source]
+            for text in filter(None, texts):
                 lookup.setdefault(text, article.slug)
     return lookup
 
