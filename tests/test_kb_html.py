@@ -168,6 +168,33 @@ def test_pages_that_only_list_links_to_other_pages_are_skipped_with_a_warning(
     assert str(pin) == articles(db_url)["reset-your-pin"].source
 
 
+def test_a_page_mostly_one_link_to_another_imported_page_is_skipped(db_url, write_kb_file):
+    """A section of one article: one link, which only the import can tell leads to another
+    of its pages; an answer that is one link to a document, or to a page not imported,
+    stays."""
+
+    def page(title: str, main: str) -> str:
+        return f"<html><head><title>{title}</title></head><body><main>{main}</main></body></html>"
+
+    section = write_kb_file(
+        "site/fees/index.html",
+        page("Fees", "<ul><li><a href='charges.html'>Extra charges</a></ul>"),
+    )
+    write_kb_file("site/fees/charges.html", page("Extra charges", "<p>Some cost 1 EUR.</p>"))
+    write_kb_file(
+        "site/fees/prices.html", page("Price list", "<p><a href='prices.pdf'>Price list</a></p>")
+    )
+    write_kb_file(
+        "site/fees/old.html", page("Old fees", "<p><a href='../archive/fees.html'>Fees</a></p>")
+    )
+    report = run_import(db_url, [section.parent.parent])
+    assert report.warnings == [
+        f"{section}:1: a page of links to other imported pages (1 link, 100% of its text), not "
+        "an answer: skipped"
+    ]
+    assert sorted(articles(db_url)) == ["extra-charges", "old-fees", "price-list"]
+
+
 def test_main_is_preferred_to_article_and_body(db_url, write_kb_file):
     path = write_kb_file(
         "page.html",

@@ -29,6 +29,7 @@ addresses made absolute against it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
@@ -560,11 +561,12 @@ LINK_LIST_SHARE = 0.8
 _WORD = re.compile(r"\w")
 
 
-def link_share(root: Node) -> tuple[int, float]:
+def link_share(root: Node, leads: Callable[[str], bool] | None = None) -> tuple[int, float]:
     """(links, share of the words that are theirs) under ``root``, counting only links that
     stand alone in their block (a list item, a paragraph, a heading, a cell: no other words
-    beside them). Links inside a sentence ("see refunds, fees and the policy") count for
-    nothing: they are an answer's words."""
+    beside them), and with ``leads``, only those whose address it accepts (the others are
+    words). Links inside a sentence ("see refunds, fees and the policy") count for nothing:
+    they are an answer's words."""
     # text and links by the block they are directly in (nested blocks are blocks of their own)
     text: dict[int, list[str]] = {}
     links: dict[int, list[str]] = {}
@@ -580,7 +582,8 @@ def link_share(root: Node) -> tuple[int, float]:
             continue
         if (item.tag in BLOCKS or item.tag in CONTAINERS) and not in_link:
             block = id(item)  # a link wrapped around blocks (a tile) stays one link
-        if item.tag == "a" and dict(item.attrs).get("href") and not in_link:
+        href = dict(item.attrs).get("href") if item.tag == "a" else None
+        if href and not in_link and (leads is None or leads(href)):
             links.setdefault(block, []).append("")
             in_link = True
         stack.extend((child, block, in_link) for child in reversed(item.children))

@@ -24,7 +24,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
-from app.kb.cross_links import ArticleLinks, LinkedArticle, stored_file
+from app.kb.cross_links import ARTICLE_PAGE, ArticleLinks, LinkedArticle, stored_file
+from app.kb.html_pages import LINK_LIST_SHARE, link_share, parse_html
 from app.kb.page_template import strip_theme
 from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
@@ -48,6 +49,7 @@ from app.kb.store import (
 from app.kb.textfiles import Problems
 from app.models import Article, SystemState
 from app.state import KB_REVISION, bump_revision
+from app.vocab import counted
 
 # Progress bars appear when the input is at least this large (small imports stay quiet).
 PROGRESS_MIN_BYTES = 1024 * 1024
@@ -164,11 +166,45 @@ def _validate(
                     continue
                 explicit[article.slug] = f"{row.file}:{row.line}"
             checked.append(_Checked(article, row.file, row.line, row.question_lines, row.page))
+    checked = _without_pages_of_links(checked, stored or [], problems)
     prepared = _settle_slugs(checked, explicit, problems)
     theme = _strip_page_theme(checked, progress, known)
     _link_articles(checked, stored or [])
     _warn_shared_questions(checked, problems)
     return prepared, problems, theme
+
+
+def _without_pages_of_links(
+    checked: list[_Checked], stored: list[LinkedArticle], problems: Problems
+) -> list[_Checked]:
+    """Saved pages whose words are mostly links to other imported pages (a section that lists
+    one article, which a page's own reading cannot tell from an answer that is one link to a
+    document) are left out with a warning."""
+    if not any(item.page for item in checked):
+        return checked
+    links = ArticleLinks(
+        [LinkedArticle(item.file, item.article.source, item.article.slug) for item in checked],
+        stored,
+    )
+    kept = []
+    for item in checked:
+        if item.page:
+            own = ARTICLE_PAGE.format(slug=item.article.slug)
+
+            def leads(href: str, file: str = item.file, own: str = own) -> bool:
+                return links.target(href, file) not in (None, own)
+
+            count, share = link_share(parse_html(item.article.body), leads)
+            if count and share >= LINK_LIST_SHARE:
+                problems.warn(
+                    item.file,
+                    item.line,
+                    f"a page of links to other imported pages ({counted(count, 'link')}, "
+                    f"{share:.0%} of its text), not an answer: skipped",
+                )
+                continue
+        kept.append(item)
+    return kept
 
 
 def _set_body(article: PreparedArticle, body: str) -> None:
