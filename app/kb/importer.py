@@ -17,6 +17,7 @@ rebuild their retrieval indexes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,6 +175,19 @@ def _validate(
     return prepared, problems, theme
 
 
+_ANCHOR = re.compile(r"<a\b[^>]*>(.*?)</a>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+_WORD = re.compile(r"\w")
+
+
+def _links_could_be_most(body: str) -> bool:
+    """A cheap bound before parsing: whether the text of all the body's links is at least
+    ``LINK_LIST_SHARE`` of its words (the links that count are fewer)."""
+    total = len(_WORD.findall(_TAG.sub(" ", body)))
+    linked = sum(len(_WORD.findall(_TAG.sub(" ", m.group(1)))) for m in _ANCHOR.finditer(body))
+    return bool(total) and linked >= LINK_LIST_SHARE * total
+
+
 def _without_pages_of_links(
     checked: list[_Checked], stored: list[LinkedArticle], problems: Problems
 ) -> list[_Checked]:
@@ -188,7 +202,7 @@ def _without_pages_of_links(
     )
     kept = []
     for item in checked:
-        if item.page:
+        if item.page and _links_could_be_most(item.article.body):
             own = ARTICLE_PAGE.format(slug=item.article.slug)
 
             def leads(href: str, file: str = item.file, own: str = own) -> bool:
