@@ -69,6 +69,15 @@ class ArticleLinks:
 
     def target(self, href: str, linking_file: str) -> str | None:
         """The article page ``href`` (as written in ``linking_file``) leads to, or None."""
+        found = self._article(href, linking_file)
+        return None if found is None else ARTICLE_PAGE.format(slug=found.slug)
+
+    def leads_elsewhere(self, href: str, linking_file: str) -> bool:
+        """Whether ``href`` leads to an article of another file than ``linking_file``."""
+        found = self._article(href, linking_file)
+        return found is not None and _file_key(found.file) != _file_key(linking_file)
+
+    def _article(self, href: str, linking_file: str) -> LinkedArticle | None:
         parts = urlsplit(href)
         if parts.scheme or parts.netloc or not parts.path or parts.path.startswith("/"):
             return None
@@ -82,7 +91,7 @@ class ArticleLinks:
             ]
             if len(found) != 1:
                 return None
-        return ARTICLE_PAGE.format(slug=found[0].slug)
+        return found[0]
 
     def rewrite(self, body: str, linking_file: str) -> str:
         """``body`` with every link to another imported file pointing at its article page."""

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
-from app.kb.cross_links import ARTICLE_PAGE, ArticleLinks, LinkedArticle, stored_file
+from app.kb.cross_links import ArticleLinks, LinkedArticle, stored_file
 from app.kb.html_pages import LINK_LIST_SHARE, link_share, parse_html
 from app.kb.page_template import strip_theme
 from app.kb.qna import question_key
@@ -203,10 +203,9 @@ def _without_pages_of_links(
     kept = []
     for item in checked:
         if item.page and _links_could_be_most(item.article.body):
-            own = ARTICLE_PAGE.format(slug=item.article.slug)
 
-            def leads(href: str, file: str = item.file, own: str = own) -> bool:
-                return links.target(href, file) not in (None, own)
+            def leads(href: str, file: str = item.file) -> bool:
+                return links.leads_elsewhere(href, file)
 
             count, share = link_share(parse_html(item.article.body), leads)
             if count and share >= LINK_LIST_SHARE:
