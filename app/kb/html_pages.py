@@ -598,10 +598,27 @@ def link_share(root: Node, leads: Callable[[str], bool] | None = None) -> tuple[
     return count, linked / total if total else 0.0
 
 
+_ANCHOR = re.compile(r"<a\b[^>]*>(.*?)</a>", re.IGNORECASE | re.DOTALL)
+_ANY_TAG = re.compile(r"<[^>]*>")
+
+
+def _words(html: str) -> int:
+    return len(_WORD.findall(_ANY_TAG.sub(" ", html)))
+
+
+def links_could_make(body: str, share: float) -> bool:
+    """A cheap bound before parsing ``body`` (HTML): whether the text of all its links is at
+    least ``share`` of its words (the links ``link_share`` counts are fewer)."""
+    total = _words(body)
+    return bool(total) and sum(_words(m.group(1)) for m in _ANCHOR.finditer(body)) >= share * total
+
+
 def link_list(body: str) -> tuple[int, float] | None:
     """(links, share of the words that are theirs) when ``body`` (HTML) is a list of links to
     other pages rather than an answer: at least ``LINK_LIST_MIN_LINKS`` links standing alone
     in their blocks (``link_share``) whose names are at least ``LINK_LIST_SHARE`` of its
     words; else None."""
+    if not links_could_make(body, LINK_LIST_SHARE):
+        return None
     count, share = link_share(parse_html(body))
     return (count, share) if count >= LINK_LIST_MIN_LINKS and share >= LINK_LIST_SHARE else None

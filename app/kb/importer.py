@@ -17,7 +17,6 @@ rebuild their retrieval indexes.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from app.kb.cross_links import ArticleLinks, LinkedArticle, stored_file
-from app.kb.html_pages import LINK_LIST_SHARE, link_share, parse_html
+from app.kb.html_pages import LINK_LIST_SHARE, link_share, links_could_make, parse_html
 from app.kb.page_template import strip_theme
 from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
@@ -175,19 +174,6 @@ def _validate(
     return prepared, problems, theme
 
 
-_ANCHOR = re.compile(r"<a\b[^>]*>(.*?)</a>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
-_WORD = re.compile(r"\w")
-
-
-def _links_could_be_most(body: str) -> bool:
-    """A cheap bound before parsing: whether the text of all the body's links is at least
-    ``LINK_LIST_SHARE`` of its words (the links that count are fewer)."""
-    total = len(_WORD.findall(_TAG.sub(" ", body)))
-    linked = sum(len(_WORD.findall(_TAG.sub(" ", m.group(1)))) for m in _ANCHOR.finditer(body))
-    return bool(total) and linked >= LINK_LIST_SHARE * total
-
-
 def _without_pages_of_links(
     checked: list[_Checked], stored: list[LinkedArticle], problems: Problems
 ) -> list[_Checked]:
@@ -202,7 +188,7 @@ def _without_pages_of_links(
     )
     kept = []
     for item in checked:
-        if item.page and _links_could_be_most(item.article.body):
+        if item.page and links_could_make(item.article.body, LINK_LIST_SHARE):
 
             def leads(href: str, file: str = item.file) -> bool:
                 return links.leads_elsewhere(href, file)

@@ -16,6 +16,8 @@ from urllib.parse import urljoin, urlsplit
 import nh3
 from markdown_it_pyrs import MarkdownIt
 
+from app.kb.cross_links import ARTICLE_PAGE
+
 ALLOWED_TAGS = frozenset(
     {
         "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "dl", "dt", "em",
@@ -109,7 +111,7 @@ def web_address(value: str) -> bool:
     return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
 
 
-ARTICLE_PAGES = "/kb/"
+ARTICLE_PAGES = ARTICLE_PAGE.split("{", 1)[0]  # "/kb/": tierdesk's own article pages
 _LINK = re.compile(r"<a\b([^>]*)>(.*?)</a>", re.IGNORECASE | re.DOTALL)
 _HREF = re.compile(r'\bhref="([^"]*)"')
 
