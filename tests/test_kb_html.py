@@ -209,6 +209,38 @@ def test_main_is_preferred_to_article_and_body(db_url, write_kb_file):
 
 
 @pytest.mark.parametrize(
+    ("page", "body"),
+    [
+        # role="main" marks the content as <main> does
+        (
+            "<div id=app><div class=menu><p>Cards</p><p>Loans</p></div><div role=main>"
+            "<p>Transfers in euros are free.</p></div></div>",
+            "<p>Transfers in euros are free.</p>",
+        ),
+        # without either, an <article>, else the element with the id main-content
+        (
+            "<div id=content><p>Created by Dana, last modified today</p><div id=main-content>"
+            "<p>Transfers in euros are free.</p></div><p>Attachments: fees.pdf</p></div>",
+            "<p>Transfers in euros are free.</p>",
+        ),
+        (
+            "<div id=main-content><p>Sidebar</p><article><p>Transfers in euros are free.</p>"
+            "</article></div>",
+            "<p>Transfers in euros are free.</p>",
+        ),
+    ],
+)
+def test_the_content_is_the_element_the_page_marks_as_its_main_one(
+    db_url, write_kb_file, page, body
+):
+    path = write_kb_file(
+        "fees.html", f"<html><head><title>Fees</title></head><body>{page}</body></html>"
+    )
+    run_import(db_url, [path])
+    assert articles(db_url)["fees"].body == body
+
+
+@pytest.mark.parametrize(
     "where",
     [
         '<link rel="canonical" href="https://help.example.com/billing/refunds">',

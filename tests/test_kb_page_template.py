@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fixtures_kb import articles, run_import, snapshot
 
-from app.kb.page_template import strip_theme
+from app.kb.page_template import strip_site_titles, strip_theme
 
 ARTICLES = {
     "pin": ("Reset your PIN", "<p>Open <b>Security</b> and choose <i>Change PIN</i>.</p>"),
@@ -118,6 +118,41 @@ def test_a_body_that_is_only_the_theme_and_bodies_without_any_stay_as_they_are()
     assert strip_theme(bodies)[0] == [shared, *(f"<p>Own text {n}.</p>" for n in range(4))]
     plain = [f"<p>Own text {n}.</p>" for n in range(6)]
     assert strip_theme(plain) == (plain, frozenset())
+
+
+def test_the_sites_name_that_most_titles_carry_is_taken_off_them():
+    titles = [
+        "Acme Help : Card limits",
+        "Acme Help : Reset your PIN",
+        "Acme Help : Step 1: order - or renew - a card",
+        "Travel | Acme Help",  # at either end, whatever joins it
+        "Acme Help",  # the name alone stays a title
+        "Acme Help Home",  # words of the name, not a part of the title
+    ]
+    trimmed, learnt = strip_site_titles(titles)
+    assert trimmed == [
+        "Card limits",
+        "Reset your PIN",
+        "Step 1: order - or renew - a card",
+        "Travel",
+        "Acme Help",
+        "Acme Help Home",
+    ]
+    # a page imported alone later is trimmed by what its site taught
+    assert strip_site_titles(["Acme Help : Fees"], learnt) == (["Fees"], frozenset())
+
+
+def test_a_title_part_on_too_few_pages_is_the_articles_own():
+    # on fewer than half the pages, or on fewer than 4 of them
+    titles = ["Cards - Limits", "Cards - PIN", "Cards - Fees", "Cards - Travel"] + [
+        f"Transfers {n}" for n in range(5)
+    ]
+    assert strip_site_titles(titles) == (titles, frozenset())
+    few = ["Acme : Limits", "Acme : PIN", "Acme : Fees"]
+    assert strip_site_titles(few) == (few, frozenset())
+    # words joined without spaces are one part ("E-mail", "Step 1:")
+    joined = ["E-mail: limits", "E-mail: PIN", "E-mail: fees", "E-mail: travel"]
+    assert strip_site_titles(joined) == (joined, frozenset())
 
 
 def test_markdown_files_keep_a_footer_they_share(db_url, write_kb_file):

@@ -434,11 +434,30 @@ def _meta(root: Node) -> dict[str, str]:
     return found
 
 
+def _marked(root: Node, attr: str, value: str) -> Node | None:
+    """The first element whose ``attr`` is ``value`` (case folded), not looking inside page
+    furniture."""
+    stack: list[Node | str] = list(reversed(root.children))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) or item.tag in PAGE_SKIP:
+            continue
+        if (dict(item.attrs).get(attr) or "").strip().casefold() == value:
+            return item
+        stack.extend(reversed(item.children))
+    return None
+
+
 def page_content(root: Node) -> Node:
-    """The page's content: the ``<main>``, else the first ``<article>``, else the ``<body>``."""
+    """The page's content: the ``<main>`` or the element marked ``role="main"``, else the first
+    ``<article>``, else the element with the id ``main-content`` (the usual target of a "skip to
+    content" link, and where Confluence's exports keep a page's text apart from its
+    breadcrumbs, author line and attachments list), else the ``<body>``."""
     return (
         root.find("main", PAGE_SKIP)
+        or _marked(root, "role", "main")
         or root.find("article", PAGE_SKIP)
+        or _marked(root, "id", "main-content")
         or root.find("body", PAGE_SKIP)
         or root.find("html")
         or root
@@ -454,6 +473,18 @@ def page_meta_fields(root: Node) -> dict[str, object]:
     if "keywords" in meta:
         fields["tags"] = [t.strip() for t in meta["keywords"].split(",") if t.strip()]
     return fields
+
+
+def space_contents(root: Node) -> bool:
+    """Whether the page is the table of contents of a Confluence space's HTML export: its
+    ``index.html`` holds the space's details (key, name, creator) as the page's content and
+    its page tree under the heading "Available Pages:", which the export writes in English
+    whatever the site's language."""
+    return any(
+        "pagesectiontitle" in (dict(h.attrs).get("class") or "").casefold().split()
+        and h.text().rstrip(":").strip().casefold() == "available pages"
+        for h in root.find_all("h2")
+    )
 
 
 # What stands between a page's own title and the site's name in its <title>:

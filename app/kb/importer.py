@@ -6,7 +6,7 @@ from and the site theme they learnt, is read beforehand); any problem raises ``I
 carrying every ``file:line: reason``. Slugs are settled then too: two articles giving the same
 slug is an error, except when a slug derived from a title meets another article's, which gets
 ``-2``, ``-3``... in file order (an explicit slug keeps its own) with a warning. A question
-listed on two articles is a warning as well. Saved pages lose their site's theme
+listed on two articles is a warning as well. Saved pages lose their site's theme and name
 (``app/kb/page_template``) and links between imported files lead to the articles' pages
 (``app/kb/cross_links``). Only a clean import reaches the second phase, which looks existing articles up by
 slug in chunks and writes creates, updates and (with ``replace``) unpublishes with executemany
@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from app.kb.cross_links import ArticleLinks, LinkedArticle, stored_file
 from app.kb.html_pages import LINK_LIST_SHARE, link_share, links_could_make, parse_html
-from app.kb.page_template import strip_theme
+from app.kb.page_template import strip_site_titles, strip_theme
 from app.kb.qna import question_key
 from app.kb.readers import expand_paths, read_rows
 from app.kb.records import (
@@ -36,7 +36,7 @@ from app.kb.records import (
     prepare_record,
     record_from_fields,
 )
-from app.kb.slugs import unique_slug
+from app.kb.slugs import slugify, unique_slug
 from app.kb.store import (
     ExistingArticle,
     change_of,
@@ -167,8 +167,9 @@ def _validate(
                 explicit[article.slug] = f"{row.file}:{row.line}"
             checked.append(_Checked(article, row.file, row.line, row.question_lines, row.page))
     checked = _without_pages_of_links(checked, stored or [], problems)
+    site_names = _strip_site_titles(checked, known)
     prepared = _settle_slugs(checked, explicit, problems)
-    theme = _strip_page_theme(checked, progress, known)
+    theme = site_names | _strip_page_theme(checked, progress, known)
     _link_articles(checked, stored or [])
     _warn_shared_questions(checked, problems)
     return prepared, problems, theme
@@ -206,12 +207,36 @@ def _without_pages_of_links(
     return kept
 
 
+def _rehash(article: PreparedArticle) -> None:
+    article.content_hash = content_hash(
+        article.title,
+        article.body,
+        article.category,
+        article.tags,
+        article.questions,
+        article.source,
+    )
+
+
 def _set_body(article: PreparedArticle, body: str) -> None:
     if body != article.body:
         article.body = body
-        article.content_hash = content_hash(
-            article.title, body, article.category, article.tags, article.questions, article.source
-        )
+        _rehash(article)
+
+
+def _strip_site_titles(checked: list[_Checked], known: frozenset[int]) -> frozenset[int]:
+    """Saved pages' titles lose the site's name that most of them carry
+    (``app/kb/page_template``), and a slug derived from a title is derived again; returns the
+    names learnt."""
+    pages = [item.article for item in checked if item.page]
+    titles, learnt = strip_site_titles([a.title for a in pages], known)
+    for article, title in zip(pages, titles, strict=True):
+        if title != article.title:
+            article.title = title
+            if article.slug_derived:
+                article.slug = slugify(title)
+            _rehash(article)
+    return learnt
 
 
 def _strip_page_theme(

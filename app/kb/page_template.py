@@ -20,12 +20,18 @@ A body that would be left with nothing keeps all its text. Markdown files and ex
 written by people article by article and are left as they are. The theme an import learns is
 kept (as numbers, not text) for the next import of too few pages to tell one, so that a page
 saved again and imported on its own is trimmed as it was with its site.
+
+Titles are trimmed the same way: a part at a title's start or end, joined to the rest by a
+separator, that is on at least that share of the pages is the site's name ("Northwind Help :
+Card limits", as a Confluence space's export titles every page; "Card limits | Northwind") and
+is taken off.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +59,11 @@ def _key(text: str) -> int:
     """A block's text as a number that is the same in every process (an import stores the
     theme it learnt for the next one)."""
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()) >> 1
+
+
+def _needed(pages: int) -> int:
+    """On how many of an import's ``pages`` a text must be to be the site's."""
+    return max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * pages))
 
 
 def _blocks(body: str) -> list[_Block]:
@@ -118,7 +129,7 @@ def strip_theme(
     learnt: frozenset[int] = frozenset()
     if len(bodies) >= TEMPLATE_MIN_PAGES:
         pages = Counter(key for blocks in parsed for key in {b.key for b in blocks} if key)
-        needed = max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * len(bodies)))
+        needed = _needed(len(bodies))
         learnt = frozenset(key for key, count in pages.items() if count >= needed)
     theme = learnt if len(bodies) >= TEMPLATE_MIN_PAGES else known
     stripped = []
@@ -136,3 +147,52 @@ def strip_theme(
         last = blocks[end].line - 1 if end < len(blocks) else len(lines)
         stripped.append("\n".join(lines[blocks[start].line - 1 : last]).strip())
     return stripped, learnt
+
+
+# What joins a page's own title to the site's name: a dash, colon or slash with a space on
+# either side ("Northwind Help : Card limits", "Refunds - Acme"), or a bar, middle dot or
+# guillemet, spaced or not ("Acme|Refunds"). A colon or dash inside words ("Step 1: Install",
+# "E-mail") joins nothing.
+_TITLE_JOIN = re.compile(r"\s+[-–—:/]+\s+|\s*[|·•»]+\s*")
+
+
+def _title_ends(title: str) -> list[tuple[str, str]]:
+    """A title's first part and the rest, and its last part and the rest, when a separator
+    joins parts (empty otherwise)."""
+    joins = list(_TITLE_JOIN.finditer(title))
+    if not joins:
+        return []
+    first, last = joins[0], joins[-1]
+    ends = [
+        (title[: first.start()], title[first.end() :]),
+        (title[last.end() :], title[: last.start()]),
+    ]
+    return [(part, rest.strip()) for part, rest in ends if part.strip() and rest.strip()]
+
+
+def _part_key(part: str) -> int:
+    return _key(" ".join(part.casefold().split()))
+
+
+def strip_site_titles(
+    titles: list[str], known: frozenset[int] = frozenset()
+) -> tuple[list[str], frozenset[int]]:
+    """Each of an import's page titles without the site's name (see the module docstring),
+    and the names learnt from them; with too few pages to tell, the parts in ``known`` (the
+    theme an earlier import learnt) are taken off instead."""
+    learnt: frozenset[int] = frozenset()
+    theme = known
+    if len(titles) >= TEMPLATE_MIN_PAGES:
+        pages = Counter(
+            key for title in titles for key in {_part_key(part) for part, _ in _title_ends(title)}
+        )
+        learnt = frozenset(key for key, count in pages.items() if count >= _needed(len(titles)))
+        theme = learnt
+    if not theme:
+        return titles, learnt
+    trimmed = []
+    for title in titles:
+        trimmed.append(
+            next((rest for part, rest in _title_ends(title) if _part_key(part) in theme), title)
+        )
+    return trimmed, learnt

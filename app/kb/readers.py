@@ -42,6 +42,7 @@ from app.kb.html_pages import (
     page_fields,
     parse_html,
     resolve_addresses,
+    space_contents,
 )
 from app.kb.markdown_dialects import plain_markdown
 from app.kb.qna import apply_metadata, group_questions, question_key
@@ -875,6 +876,13 @@ def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteC
     if text is None:
         return
     root = parse_html(text)
+    if space_contents(root):
+        problems.warn(
+            display,
+            1,
+            "the table of contents of a Confluence space's export, not an answer: skipped",
+        )
+        return
     address = page_address(root)
     if address:
         resolve_addresses(root, address)
