@@ -16,8 +16,8 @@ Data sets (``--set``):
   ``intents/out_of_scope/test.csv``.
 - ``demo-site``: the demo ``knowledge_base/`` as a help centre saved page by page (a page per
   article inside the site's header, breadcrumbs and footer, with the site's name in every
-  ``<title>``; a page per section listing its articles; a home page), imported as a folder and
-  asked the same queries.
+  ``<title>``; a page per section listing its articles; a home page; the request form and
+  sign-in pages every article links to), imported as a folder and asked the same queries.
 - ``demo-confluence``: the demo ``knowledge_base/`` as a Confluence space exported to HTML
   (``index.html`` with the space's page tree, a home page, a page per section listing its
   children, each article in the export's layout with the space's name in its title), imported
@@ -146,6 +146,34 @@ _ARTICLE_MAIN = """<div class="container">
 </article></div></div>"""
 
 
+_REQUEST_FORM = """<h1>Submit a request</h1>
+<div id="main-content" class="form"><form id="new_request" class="request-form"
+action="/hc/en-us/requests" method="post">
+<input type="hidden" name="utf8" value="&#x2713;">
+<div class="form-field string required"><label for="request_email">Your email address</label>
+<input type="text" name="request[anonymous_requester_email]" id="request_email"></div>
+<div class="form-field string required"><label for="request_subject">Subject</label>
+<input type="text" name="request[subject]" id="request_subject" maxlength="150"></div>
+<div class="form-field text required"><label for="request_description">Description</label>
+<textarea name="request[description]" id="request_description"></textarea>
+<p id="request_description_hint">Please enter the details of your request. A member of our
+support staff will respond as soon as possible.</p></div>
+<div class="form-field"><label for="request-attachments">Attachments</label>
+<div class="upload-dropzone"><input type="file" multiple id="request-attachments">
+<span><a href="#">Add file</a> or drop files here</span></div></div>
+<footer><input type="submit" name="commit" value="Submit"></footer>
+</form></div>"""
+_SIGN_IN = """<h1>Sign in to Northwind Help Centre</h1>
+<form action="/access/login" method="post">
+<label for="user_email">Email</label><input type="email" id="user_email" name="user[email]">
+<label for="user_password">Password</label>
+<input type="password" id="user_password" name="user[password]">
+<label><input type="checkbox" name="remember_me"> Stay signed in</label>
+<input type="submit" value="Sign in"></form>
+<p><a href="password/reset.html">Forgot my password</a></p>
+<p>New to Northwind Help Centre? <a href="registration.html">Sign up</a></p>"""
+
+
 def demo_site(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
     """The demo KB as a help centre saved page by page (as ``wget --mirror
     --convert-links`` leaves it), in the layout help-centre themes share: an HTML page per
@@ -153,7 +181,8 @@ def demo_site(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]
     site's header, breadcrumbs, a sidebar of the section's articles and footer, the article's
     own header (its ``<h1>``, author, date), votes, related articles (its section's next
     five) and comments; a page per section listing its articles; the home page listing the
-    sections. Asked BANKING77 TEST like ``demo-plain``."""
+    sections; the request form and the sign-in page the articles link to. Asked BANKING77 TEST
+    like ``demo-plain``."""
     from app.kb.sanitize import render_body
 
     site = work / "site"
@@ -198,6 +227,10 @@ def demo_site(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]
     )
     main = f"<h1>How can we help?</h1>\n<ul>{items}</ul>"
     _site_page(site / "index.html", SITE, "", main, 0)
+    # the pages every article links to that a mirror saves as well: forms to fill in
+    _site_page(site / "requests" / "new.html", "Submit a request", "Submit a request",
+               _REQUEST_FORM, 1)  # fmt: skip
+    _site_page(site / "signin.html", f"Sign in to {SITE}", "Sign in", _SIGN_IN, 0)
     queries = [
         (r["text"], slug_of_category[r["category"]])
         for r in _read_csv(BANKING77 / "test.csv")

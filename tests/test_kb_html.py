@@ -307,6 +307,70 @@ def test_a_page_inside_a_form_keeps_its_content_not_its_controls(db_url, write_k
     assert hours.body == "<p>We are open 24/7.</p>\n<p>Was this helpful?</p>"
 
 
+REQUEST_FORM = """<html><head><title>Submit a request – Acme Help</title></head><body>
+<header><a href="/">Acme Help</a></header>
+<main role="main"><nav class="sub-nav"><a href="/">Acme Help</a> › Submit a request</nav>
+<h1>Submit a request</h1>
+<div id="main-content" class="form">
+<form id="new_request" action="/requests" method="post">
+<input type="hidden" name="utf8" value="✓">
+<div class="form-field"><label for="email">Your email address</label>
+<input type="text" name="request[email]" id="email"></div>
+<div class="form-field"><label for="subject">Subject</label>
+<input type="text" name="request[subject]" id="subject"></div>
+<div class="form-field"><label for="description">Description</label>
+<textarea name="request[description]" id="description"></textarea>
+<p>Please enter the details of your request. A member of our support staff will respond as
+soon as possible.</p></div>
+<div class="form-field"><label for="files">Attachments</label>
+<input type="file" multiple id="files"><span>Add file or drop files here</span></div>
+<footer><input type="submit" value="Submit"></footer>
+</form></div></main></body></html>"""
+
+SIGN_IN = """<html><head><title>Sign in to Acme Help</title></head><body><main>
+<h1>Sign in to Acme Help</h1><form action="/access/login" method="post">
+<label>Email <input type="email" name="user[email]"></label>
+<label>Password <input type="password" name="user[password]"></label>
+<label><input type="checkbox" name="remember"> Stay signed in</label>
+<input type="submit" value="Sign in"></form>
+<p><a href="/password/reset">Forgot my password</a></p>
+<p>New to Acme Help? <a href="/registration">Sign up</a></p>
+<p>Have you emailed us? <a href="/password/new">Get a password</a></p></main></body></html>"""
+
+CONTACT = """<html><head><title>Contact us</title></head><body><main><h1>Contact us</h1>
+<p>Call us on 0800 123 456 from 8am to 8pm, Monday to Saturday, or write to Acme Bank,
+1 High Street, Leeds LS1 4AP. Lost your card? Freeze it in the app at once.</p>
+<form action="/contact"><label>Name <input name="name"></label>
+<label>Message <textarea name="message"></textarea></label><button>Send</button></form>
+</main></body></html>"""
+
+WEBFORMS = """<html><head><title>Opening hours</title></head><body><form id="form1">
+<div class="top"><label>Search <input type="text" name="q"></label></div>
+<div><p>Our branches are open from 9am to 5pm on weekdays and from 9am to 1pm on Saturdays.</p>
+</div></form></body></html>"""
+
+
+def test_a_form_to_fill_in_is_skipped_with_a_warning_and_a_page_with_one_kept(
+    db_url, write_kb_file
+):
+    """A saved help centre's "Submit a request" and sign-in pages are forms for the reader to
+    fill, not answers; a contact page that answers before its form, and a page one form wraps
+    whole around a search box, are read."""
+    request = write_kb_file("site/requests/new.html", REQUEST_FORM)
+    sign_in = write_kb_file("site/signin.html", SIGN_IN)
+    write_kb_file("site/contact.html", CONTACT)
+    write_kb_file("site/hours.html", WEBFORMS)
+    report = run_import(db_url, [request.parent.parent])
+    assert report.warnings == [
+        f"{request}:1: a form to fill in (4 fields, 100% of its text), not an answer: skipped",
+        f"{sign_in}:1: a sign-in form (2 fields, 28% of its text), not an answer: skipped",
+    ]
+    stored = articles(db_url)
+    assert sorted(stored) == ["contact-us", "opening-hours"]
+    assert "0800 123 456" in stored["contact-us"].body
+    assert stored["opening-hours"].body.endswith("from 9am to 1pm on Saturdays.</p>")
+
+
 def test_page_without_title_or_h1_rejects_the_import(db_url, site):
     broken = site / "cards" / "broken.html"
     broken.write_text("<html><body><h2>Just a section</h2><p>No title here.</p></body></html>")

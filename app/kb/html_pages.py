@@ -3,7 +3,8 @@
 Pages are parsed with the standard library's ``html.parser`` into a small tree (with the
 usual implied end tags: ``<p>`` before a block, ``<li>`` before the next ``<li>``...). The title
 is the ``<title>``, else the first ``<h1>`` (the main content's before the page's); the body is
-the ``<main>``, else the first ``<article>``, else the ``<body>``, without ``<nav>``, ``<header>``,
+the ``<main>`` (or ``role="main"``), else the first ``<article>``, else ``#main-content``, else the
+``<body>``, without ``<nav>``, ``<header>``,
 ``<footer>``, ``<aside>`` and what is never content (scripts, styles, form controls, frames,
 SVG...). The
 ``<h1>`` that gave the title, or that repeats it, is not repeated in the body. Optional ``<meta
@@ -653,3 +654,79 @@ def link_list(body: str) -> tuple[int, float] | None:
         return None
     count, share = link_share(parse_html(body))
     return (count, share) if count >= LINK_LIST_MIN_LINKS and share >= LINK_LIST_SHARE else None
+
+
+# A form with at least two fields to fill in (a request form, a contact form) is for the reader
+# to fill, not an answer to read, and one with a password field is a sign-in or sign-up form. A
+# search box, buttons, boxes to tick and hidden fields are no fields to fill, so a page that one
+# form wraps whole (ASP.NET WebForms) is read as a page.
+FORM_MIN_FIELDS = 2
+FORM_SHARE = 0.5
+_TEXT_INPUTS = frozenset(
+    "text email password tel number url date datetime-local month week time file".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FormPage:
+    fields: int
+    share: float  # of the body's text that is the forms'
+    sign_in: bool  # a form has a password field
+
+
+def _fields_to_fill(form: Node) -> tuple[int, bool]:
+    """How many fields to fill in ``form`` holds, and whether one is a password field."""
+    count, password = 0, False
+    stack: list[Node | str] = list(form.children)
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, Node):
+            continue
+        if item.tag in ("textarea", "select"):
+            count += 1
+        elif item.tag == "input":
+            kind = (dict(item.attrs).get("type") or "text").strip().casefold()
+            count += kind in _TEXT_INPUTS
+            password = password or kind == "password"
+        stack.extend(item.children)
+    return count, password
+
+
+def _chars(node: Node) -> int:
+    """The word characters of the text under ``node``, page furniture left out."""
+    count = 0
+    stack: list[Node | str] = list(node.children)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            count += len(_WORD.findall(item))
+        elif item.tag not in PAGE_SKIP:
+            stack.extend(item.children)
+    return count
+
+
+def form_to_fill(root: Node, body: str) -> FormPage | None:
+    """The page's forms to fill in when they make it a form rather than an answer: a sign-in
+    or sign-up form (a password field), or forms with at least ``FORM_MIN_FIELDS`` fields
+    whose text (labels and hints) is at least ``FORM_SHARE`` of ``body``'s, the page's body
+    as written (without the ``<h1>`` that is its title)."""
+    fields = inside = 0
+    sign_in = False
+    stack: list[Node | str] = [page_content(root)]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, Node) or item.tag in PAGE_SKIP:
+            continue
+        if item.tag == "form" and (dict(item.attrs).get("role") or "").casefold() != "search":
+            count, password = _fields_to_fill(item)
+            if count >= FORM_MIN_FIELDS or password:
+                fields += count
+                inside += _chars(item)
+                sign_in = sign_in or password
+            continue
+        stack.extend(item.children)
+    if not fields:
+        return None
+    total = _words(body)
+    share = min(1.0, inside / total) if total else 1.0
+    return FormPage(fields, share, sign_in) if sign_in or share >= FORM_SHARE else None

@@ -36,6 +36,7 @@ from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
 from app.kb.html_pages import (
     HTML_SUFFIXES,
     LINK_LIST_MIN_LINKS,
+    form_to_fill,
     html_fragment,
     link_list,
     page_address,
@@ -62,6 +63,7 @@ from app.kb.textfiles import (
     yaml_error,
 )
 from app.kb.workbooks import sheet_records
+from app.vocab import counted
 
 __all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
 
@@ -895,6 +897,16 @@ def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteC
         problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
         return
     fields["source"] = display
+    form = form_to_fill(root, str(fields["body"]))
+    if form is not None:
+        kind = "a sign-in form" if form.sign_in else "a form to fill in"
+        problems.warn(
+            display,
+            1,
+            f"{kind} ({counted(form.fields, 'field')}, {form.share:.0%} of its text), not an "
+            "answer: skipped",
+        )
+        return
     if not _skipped_link_list(str(fields["body"]), display, problems):
         yield SourceRow(display, 1, fields, page=True)
 
