@@ -418,7 +418,7 @@ def test_pages_saved_without_an_extension_are_read_by_their_first_bytes(db_url, 
     # named on its own, the page is read too; a text file without an extension is refused
     assert rejected(db_url, [page, folder / "LICENSE"]) == [
         f"{folder / 'LICENSE'}:1: unsupported file type (use .csv, .htm, .html, .json, .jsonl, "
-        ".markdown, .md, .mdx, .ndjson, .qna, .tsv, .xlsx or a folder)"
+        ".markdown, .md, .mdx, .ndjson, .qna, .tsv, .xlsx, .zip or a folder)"
     ]
 
 

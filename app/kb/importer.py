@@ -17,6 +17,7 @@ rebuild their retrieval indexes.
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,8 +132,30 @@ def _validate(
     articles earlier imports read from files, which links may lead to; ``known``: the site
     theme the last import learnt). Returns the articles, the problems and the site theme this
     import learnt (empty when it has too few pages to tell)."""
+    with tempfile.TemporaryDirectory(prefix="tierdesk-import-") as unpacked:
+        return _validate_files(paths, Path(unpacked), progress, stored or [], known)
+
+
+def _validate_files(
+    paths: list[Path],
+    unpack_to: Path,
+    progress: bool,
+    stored: list[LinkedArticle],
+    known: frozenset[int],
+) -> tuple[dict[str, PreparedArticle], Problems, frozenset[int]]:
     problems = Problems()
-    files = expand_paths(paths, problems)
+    files = expand_paths(
+        paths,
+        problems,
+        unpack_to,
+        lambda size: _bar(
+            size,
+            progress and size >= PROGRESS_MIN_BYTES,
+            desc="unpacking",
+            unit="B",
+            unit_scale=True,
+        ),
+    )
     total = sum(path.stat().st_size for path, _ in files)
     checked: list[_Checked] = []
     explicit: dict[str, str] = {}  # slug given in the files -> where
@@ -166,11 +189,11 @@ def _validate(
                     continue
                 explicit[article.slug] = f"{row.file}:{row.line}"
             checked.append(_Checked(article, row.file, row.line, row.question_lines, row.page))
-    checked = _without_pages_of_links(checked, stored or [], problems)
+    checked = _without_pages_of_links(checked, stored, problems)
     site_names = _strip_site_titles(checked, known)
     prepared = _settle_slugs(checked, explicit, problems)
     theme = site_names | _strip_page_theme(checked, progress, known)
-    _link_articles(checked, stored or [])
+    _link_articles(checked, stored)
     _warn_shared_questions(checked, problems)
     return prepared, problems, theme
 

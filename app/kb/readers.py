@@ -27,11 +27,13 @@ import json
 import re
 import tomllib
 from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 
+from app.kb.archives import Progress, unpack_zip
 from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
 from app.kb.html_pages import (
     HTML_SUFFIXES,
@@ -977,27 +979,66 @@ def _importable(path: Path) -> bool:
     return suffix not in READERS and "?" not in path.name and _is_html_page(path)
 
 
-def expand_paths(paths: list[Path], problems: Problems) -> list[tuple[Path, str]]:
-    """(file, display name) for every file to read; folders give their Markdown and HTML."""
+def _wanted_member(member: PurePosixPath, head: Callable[[], bytes]) -> bool:
+    """Whether a folder import would read this member of a zip archive (``_importable``)."""
+    suffix = member.suffix.lower()
+    if member.name.lower() in SKIPPED_NAMES:
+        return False
+    if suffix in FOLDER_SUFFIXES:
+        return True
+    return (
+        suffix not in READERS
+        and "?" not in member.name
+        and bool(_HTML_START.match(head().removeprefix(b"\xef\xbb\xbf")))
+    )
+
+
+def _folder_files(
+    folder: Path, display: str, named: Callable[[Path], str], problems: Problems, kind: str
+) -> list[tuple[Path, str]]:
+    """(file, display name) for the Markdown and HTML files in ``folder`` (``kind``: what the
+    user named, a folder or an archive)."""
+    found = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and p.name.lower() not in SKIPPED_NAMES
+        and not _is_hidden(p.relative_to(folder))
+        and _importable(p)
+    )
+    if not found:
+        problems.add(display, 1, f"{kind} has no Markdown (.md) or HTML (.html) files")
+    return [(p, named(p)) for p in found]
+
+
+def expand_paths(
+    paths: list[Path],
+    problems: Problems,
+    unpack_to: Path | None = None,
+    unpacking: Callable[[int], AbstractContextManager[Progress]] | None = None,
+) -> list[tuple[Path, str]]:
+    """(file, display name) for every file to read; folders give their Markdown and HTML, and
+    so do zip archives, unpacked under ``unpack_to`` (app.kb.archives; ``unpacking(total
+    bytes)`` gives a progress bar)."""
     files: list[tuple[Path, str]] = []
-    for path in paths:
+    for n, path in enumerate(paths):
         display = display_name(path)
         if path.is_dir():
-            found = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and p.name.lower() not in SKIPPED_NAMES
-                and not _is_hidden(p.relative_to(path))
-                and _importable(p)
-            )
-            if not found:
-                problems.add(display, 1, "folder has no Markdown (.md) or HTML (.html) files")
-            files.extend((p, display_name(p)) for p in found)
+            files.extend(_folder_files(path, display, display_name, problems, "folder"))
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")
+        elif path.suffix.lower() == ".zip" and unpack_to is not None:
+            folder = unpack_zip(
+                path, display, unpack_to / str(n), _wanted_member, problems, unpacking
+            )
+            if folder is not None:
+
+                def named(p: Path, folder: Path = folder, display: str = display) -> str:
+                    return f"{display}/{display_name(p.relative_to(folder))}"
+
+                files.extend(_folder_files(folder, display, named, problems, "archive"))
         elif path.suffix.lower() not in READERS and not _is_html_page(path):
-            supported = ", ".join(sorted(READERS))
+            supported = ", ".join(sorted([*READERS, ".zip"]))
             problems.add(display, 1, f"unsupported file type (use {supported} or a folder)")
         else:
             files.append((path, display))
