@@ -511,6 +511,56 @@ def test_a_status_that_is_no_article_state_is_named(db_url, write_kb_file, statu
     ]
 
 
+FRESHDESK_ARTICLE = {
+    "id": 5000123,
+    "type": 1,
+    "category_id": 5000010,
+    "folder_id": 5000020,
+    "hierarchy": [
+        {"level": 0, "type": "category", "data": {"id": 5000010, "name": "Billing"}},
+        {"level": 1, "type": "folder", "data": {"id": 5000020, "name": "Refunds"}},
+    ],
+    "thumbs_up": 3,
+    "hits": 120,
+    "seo_data": {"meta_title": "Refund times"},
+    "title": "How long does a refund take?",
+    "description": "<p>Refunds reach your card within <b>5 working days</b>.</p>",
+    "description_text": "Refunds reach your card within 5 working days.",
+    "status": 2,
+    "tags": ["refunds", "billing"],
+    "created_at": "2026-01-02T10:00:00Z",
+}
+
+
+def test_freshdesk_articles_as_its_api_returns_them(db_url, write_kb_file):
+    """A Freshdesk (or Freshservice) folder's articles saved from its API: a bare list, or
+    under an ``articles`` key; its numbered states are Freshdesk's own (1 draft, 2
+    published)."""
+    draft = {**FRESHDESK_ARTICLE, "id": 5000124, "title": "Partial refunds", "status": 1}
+    empty = {**draft, "id": 5000125, "title": "Not started", "description": "<p></p>"}
+    empty["description_text"] = ""
+    path = write_kb_file("freshdesk.json", json.dumps([FRESHDESK_ARTICLE, draft, empty], indent=1))
+    report = run_import(db_url, [path])
+    assert report.problems == []
+    assert report.warnings == [f"{path}:78: [2] (id 5000125): a draft without a body; not imported"]
+    stored = articles(db_url)
+    refund = stored["how-long-does-a-refund-take"]
+    assert refund.body == "<p>Refunds reach your card within <b>5 working days</b>.</p>"
+    assert (refund.category, refund.tags, refund.published) == (
+        "folder-5000020",
+        ["refunds", "billing"],
+        True,
+    )
+    assert stored["partial-refunds"].published is False
+    # under "articles", as a script saving the API's pages may keep them
+    wrapped = write_kb_file("wrapped.json", json.dumps({"articles": [FRESHDESK_ARTICLE]}))
+    assert run_import(db_url, [wrapped]).unchanged == 1
+    odd = write_kb_file("odd.json", json.dumps([{**FRESHDESK_ARTICLE, "status": 3}]))
+    assert rejected(db_url, [odd]) == [
+        f"{odd}:1: [0] (id 5000123): status 3 is neither 1 (draft) nor 2 (published)"
+    ]
+
+
 def test_comma_separated_tags_are_several_tags(db_url, write_kb_file):
     csv_path = write_kb_file(
         "faq.csv", 'title,body,tags\nHow do I pay?,By card.,"billing, cards"\n'

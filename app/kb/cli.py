@@ -73,8 +73,8 @@ def kb_group() -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--replace", is_flag=True, help="Unpublish published articles absent from PATHS.")
 def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
-    """Import articles from CSV, TSV and XLSX (QnA), JSON (also Zendesk, QnA Maker and question
-    answering exports), JSONL, Bot Framework .qna, Markdown and HTML files, or folders (or
+    """Import articles from CSV, TSV and XLSX (QnA), JSON (also Zendesk, Freshdesk, QnA Maker
+    and question answering exports), JSONL, Bot Framework .qna, Markdown and HTML files, or folders (or
     .zip archives) of Markdown and HTML.
 
     Upserts by slug, all or nothing: any invalid record exits 1 and changes nothing. Warnings

@@ -3,8 +3,8 @@
 - CSV: header with ``title`` and ``body``; optional ``slug``, ``category``, ``tags`` and
   ``questions`` (``|``-separated, or spread over several columns: ``column_names``), ``source``,
   ``published``. An FAQ without a header row is read as question, answer[, source].
-- JSON (a list of objects) and JSONL (one object per line) with the same keys; or an export
-  object: Zendesk Help Center (``articles``), QnA Maker's "Download knowledgebase"
+- JSON (a list of objects) and JSONL (one object per line) with the same keys, Freshdesk
+  solution articles among them; or an export object: Zendesk Help Center (``articles``), QnA Maker's "Download knowledgebase"
   (``qnaDocuments``), an Azure AI Language question answering project (``assets.qnas``) or an
   Amazon Kendra FAQ (``FaqDocuments``).
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
@@ -407,12 +407,15 @@ def _object_row(
 ) -> SourceRow | None:
     """One object of a JSON list or a JSONL line, read by its shape: a Zendesk article
     (``html_url`` or ``section_id`` beside ``title`` and ``body``: its HTML body, draft flag
-    and section as the export's), a QnA Maker item (``questions`` and ``answer``, no title),
+    and section as the export's), a Freshdesk or Freshservice solution article (``title``,
+    ``description`` and ``folder_id`` or ``description_text``), a QnA Maker item (``questions`` and ``answer``, no title),
     else an article object with our keys."""
     if isinstance(obj, dict):
         keys = {str(k).casefold() for k in obj}
         if {"title", "body"} <= keys and keys & {"html_url", "section_id"}:
             return _zendesk_article(obj, label, display, line, problems)
+        if _freshdesk_shape(keys):
+            return _freshdesk_article(obj, label, display, line, problems)
         if {"questions", "answer"} <= keys and not keys & {"title", "question"}:
             return _qna_item(obj, label, display, line, problems)
     return _object_fields(obj, display, line, problems)
@@ -634,6 +637,73 @@ def _zendesk_article(
     return SourceRow(display, line, fields, label=label, origin=origin)
 
 
+def _freshdesk_shape(keys: set[str]) -> bool:
+    return (
+        {"title", "description"} <= keys
+        and "body" not in keys
+        and bool(keys & {"folder_id", "description_text"})
+    )
+
+
+# Freshdesk's and Freshservice's article states.
+_FRESHDESK_STATUS = {1: False, 2: True}  # draft, published
+
+
+def _freshdesk_article(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """A Freshdesk or Freshservice solution article as their API returns it (``GET
+    /api/v2/solutions/folders/{id}/articles``): title, description (HTML) -> body, status 2
+    -> published and 1 -> draft, tags, folder_id -> category ``folder-<id>``; the slug comes
+    from the title. Votes, hits, SEO data, the hierarchy and timestamps are not stored."""
+    if not isinstance(obj, dict):
+        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+        return None
+    if obj.get("id") is not None:
+        label = f"{label} (id {obj['id']})"
+    body = obj.get("description")
+    if isinstance(body, str):
+        body = html_fragment(body)
+        if not has_text(body) and isinstance(obj.get("description_text"), str):
+            body = obj["description_text"]
+    status = obj.get("status")
+    published = _FRESHDESK_STATUS.get(status) if isinstance(status, int) else None
+    if status is not None and (isinstance(status, bool) or published is None):
+        problems.add(
+            display, line, f"{label}: status {status!r} is neither 1 (draft) nor 2 (published)"
+        )
+        return None
+    if published is False and (body is None or (isinstance(body, str) and not has_text(body))):
+        problems.warn(display, line, f"{label}: a draft without a body; not imported")
+        return None
+    fields: dict[str, object] = {
+        "title": obj.get("title"),
+        "body": body,
+        "source": display,
+        "tags": obj.get("tags"),
+    }
+    if published is not None:
+        fields["published"] = published
+    folder = obj.get("folder_id")
+    if isinstance(folder, int | str) and not isinstance(folder, bool) and str(folder).strip():
+        fields["category"] = f"folder-{folder}"
+    elif folder is not None:
+        problems.add(display, line, f"{label}: folder_id must be a number")
+    origin = None
+    if isinstance(obj.get("id"), int | str):
+        origin = f"freshdesk {obj['id']} {obj.get('language') or ''}"
+    return SourceRow(display, line, fields, label=label, origin=origin)
+
+
+def _help_centre_article(
+    obj: object, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """An item of an ``articles`` list: Zendesk's, or Freshdesk's saved under that key."""
+    if isinstance(obj, dict) and _freshdesk_shape({str(k).casefold() for k in obj}):
+        return _freshdesk_article(obj, label, display, line, problems)
+    return _zendesk_article(obj, label, display, line, problems)
+
+
 def _qna_item(
     obj: object, label: str, display: str, line: int, problems: Problems
 ) -> SourceRow | None:
@@ -739,7 +809,7 @@ def _qnabot_item(
 
 # The list each paginated export keeps its records in, and how a record is read.
 _PAGE_RECORDS: dict[str, _Convert] = {
-    "articles": _zendesk_article,
+    "articles": _help_centre_article,
     "qnadocuments": _qna_item,
     "faqdocuments": _kendra_faq,
     "qna": _qnabot_item,
