@@ -371,6 +371,70 @@ def test_a_form_to_fill_in_is_skipped_with_a_warning_and_a_page_with_one_kept(
     assert stored["opening-hours"].body.endswith("from 9am to 1pm on Saturdays.</p>")
 
 
+def _notion_page(title: str, properties: str, body: str) -> str:
+    """A page of a Notion database as Notion's HTML export writes it."""
+    return (
+        f"<html><head><meta charset='utf-8'/><title>{title}</title><style>body {{}}</style>"
+        f"</head><body><article id='a1' class='page sans'><header><div class='page-header-icon'>"
+        f"<span class='icon'>💳</span></div><h1 class='page-title'>{title}</h1>"
+        f"<p class='page-description'></p><table class='properties'><tbody>{properties}"
+        "<tr class='property-row property-row-created_time'><th><span class='icon "
+        "property-icon'><svg viewBox='0 0 16 16'><path d='M1'></path></svg></span>Created</th>"
+        "<td><time>@November 2, 2026 9:14 AM</time></td></tr></tbody></table></header>"
+        f"<div class='page-body'>{body}</div></article></body></html>"
+    )
+
+
+def _property(name: str, kind: str, *values: str) -> str:
+    spans = "".join(
+        f"<span class='{'status' if kind == 'status' else 'selected'}-value "
+        f"select-value-color-blue'>{v}</span>"
+        for v in values
+    )
+    return (
+        f"<tr class='property-row property-row-{kind}'><th><span class='icon property-icon'>"
+        f"<svg viewBox='0 0 16 16'></svg></span>{name}</th><td>{spans}</td></tr>"
+    )
+
+
+def test_a_notion_pages_properties_give_its_tags_category_and_state(db_url, write_kb_file):
+    live = write_kb_file(
+        "Help Centre/Card limits 5f1e.html",
+        _notion_page(
+            "Card limits",
+            _property("Tags", "multi_select", "cards", "limits")
+            + _property("Category", "select", "Cards")
+            + _property("Status", "status", "Published"),
+            "<p>You can spend 5,000 EUR a day.</p>",
+        ),
+    )
+    write_kb_file(
+        "Help Centre/Card fees 77aa.html",
+        _notion_page(
+            "Card fees",
+            _property("Status", "status", "Draft"),
+            "<p>Payments in euros are free.</p>",
+        ),
+    )
+    run_import(db_url, [live.parent])
+    stored = articles(db_url)
+    limits = stored["card-limits"]
+    assert (limits.tags, limits.category, limits.published) == (["cards", "limits"], "Cards", True)
+    assert limits.body == "<p>You can spend 5,000 EUR a day.</p>"  # no properties in the body
+    assert stored["card-fees"].published is False
+    # a state that is none (a workflow's "In review") is named, as in any other format
+    review = write_kb_file(
+        "review/Card travel 91c0.html",
+        _notion_page(
+            "Card travel", _property("Status", "status", "In review"), "<p>Cards work abroad.</p>"
+        ),
+    )
+    assert rejected(db_url, [review]) == [
+        f"{review}:1: status 'In review' is not an article state (published, live, draft, "
+        "archived, hidden...); give a published column of true or false"
+    ]
+
+
 def test_page_without_title_or_h1_rejects_the_import(db_url, site):
     broken = site / "cards" / "broken.html"
     broken.write_text("<html><body><h2>Just a section</h2><p>No title here.</p></body></html>")

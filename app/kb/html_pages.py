@@ -465,9 +465,44 @@ def page_content(root: Node) -> Node:
     )
 
 
-def page_meta_fields(root: Node) -> dict[str, object]:
-    """Category and tags from ``<meta name="category">`` and ``<meta name="keywords">``."""
+# A page's own properties, as Notion's HTML export writes a database page's: a
+# ``<table class="properties">`` in the page's ``<header>``, a row per property, its name in a
+# ``<th>`` and its values in the ``<td>`` (each of several in a span of its own). The properties
+# read, by name: the page's tags, its category and its state (published, draft...).
+_PROPERTY_FIELDS = {
+    **dict.fromkeys(("tags", "labels", "keywords"), "tags"),
+    **dict.fromkeys(("category", "section", "topic", "collection"), "category"),
+    **dict.fromkeys(("status", "state"), "status"),
+}
+_VALUE_CLASSES = frozenset({"selected-value", "status-value"})
+
+
+def _properties(root: Node) -> dict[str, object]:
     fields: dict[str, object] = {}
+    for header in root.find_all("header"):
+        for table in header.find_all("table"):
+            if "properties" not in (dict(table.attrs).get("class") or "").split():
+                continue
+            for row in table.find_all("tr"):
+                name, cell = row.find("th"), row.find("td")
+                field = _PROPERTY_FIELDS.get(name.text().casefold()) if name else None
+                if field is None or cell is None or field in fields:
+                    continue
+                values = [
+                    span.text()
+                    for span in cell.find_all("span")
+                    if _VALUE_CLASSES & set((dict(span.attrs).get("class") or "").split())
+                ] or [cell.text()]
+                values = [v for v in values if v]
+                if values:
+                    fields[field] = values if field == "tags" else values[0]
+    return fields
+
+
+def page_meta_fields(root: Node) -> dict[str, object]:
+    """Category and tags from ``<meta name="category">`` and ``<meta name="keywords">``, else
+    from the page's own properties (Notion's export: tags, category and status)."""
+    fields: dict[str, object] = _properties(root)
     meta = _meta(root)
     if meta.get("category", "").strip():
         fields["category"] = meta["category"].strip()
