@@ -27,14 +27,14 @@ from typing import Protocol
 from app.kb.textfiles import Problems
 
 MAX_UNPACKED_BYTES = 4 * 1024**3
+# How much of a member without one of our extensions is read to tell whether it is a page.
+HEAD_BYTES = 4096
 
 
 class Progress(Protocol):
+    """A progress bar, as far as unpacking uses one (tqdm's)."""
+
     def update(self, n: float) -> object: ...
-
-
-# How much of a member without one of our extensions is read to tell whether it is a page.
-HEAD_BYTES = 4096
 
 
 def _member_path(name: str) -> PurePosixPath | None:

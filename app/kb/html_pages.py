@@ -3,14 +3,16 @@
 Pages are parsed with the standard library's ``html.parser`` into a small tree (with the
 usual implied end tags: ``<p>`` before a block, ``<li>`` before the next ``<li>``...). The title
 is the ``<title>``, else the first ``<h1>`` (the main content's before the page's); the body is
-the ``<main>`` (or ``role="main"``), else the first ``<article>``, else ``#main-content``, else the
-``<body>``, without ``<nav>``, ``<header>``,
-``<footer>``, ``<aside>`` and what is never content (scripts, styles, form controls, frames,
-SVG...). The
-``<h1>`` that gave the title, or that repeats it, is not repeated in the body. Optional ``<meta
-name="category">`` and ``<meta name="keywords">`` (comma-separated) give category and tags. An FAQ
-page (many questions and their answers) is read as one article per question instead: see
-app.kb.faq_pages. Each element knows the line its start tag is on.
+the ``<main>`` (or ``role="main"``), else the first ``<article>``, else ``#main-content``, else
+the ``<body>``, without ``<nav>``, ``<header>``, ``<footer>``, ``<aside>`` and what is never
+content (scripts, styles, form controls, frames, SVG...). The ``<h1>`` that gave the title, or
+that repeats it, is not repeated in the body. Optional ``<meta name="category">`` and ``<meta
+name="keywords">`` (comma-separated), or the page's own properties (Notion's export), give
+category and tags. An FAQ page (many questions and their answers) is read as one article per
+question instead: see app.kb.faq_pages. Pages that are no answer are told here for the reader
+to leave out: a list of links (``link_list``), a form to fill in (``form_to_fill``), a
+Confluence export's table of contents (``space_contents``). Each element knows the line its
+start tag is on.
 
 Bodies are written back as HTML the Markdown renderer passes through unchanged: tags outside the
 allow-list are unwrapped (their text kept), whitespace outside ``<pre>`` collapsed, every block

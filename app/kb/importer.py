@@ -8,10 +8,11 @@ slug is an error, except when a slug derived from a title meets another article'
 ``-2``, ``-3``... in file order (an explicit slug keeps its own) with a warning. A question
 listed on two articles is a warning as well. Saved pages lose their site's theme and name
 (``app/kb/page_template``) and links between imported files lead to the articles' pages
-(``app/kb/cross_links``). Only a clean import reaches the second phase, which looks existing articles up by
-slug in chunks and writes creates, updates and (with ``replace``) unpublishes with executemany
-inside the caller's transaction, then bumps the KB revision that running servers watch to
-rebuild their retrieval indexes.
+(``app/kb/cross_links``); a zip archive is read as the folder it holds (``app/kb/archives``).
+Only a clean import reaches the second phase, which looks existing articles up by slug in
+chunks and writes creates, updates and (with ``replace``) unpublishes with executemany inside
+the caller's transaction, then bumps the KB revision that running servers watch to rebuild
+their retrieval indexes.
 """
 
 from __future__ import annotations

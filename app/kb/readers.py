@@ -4,17 +4,20 @@
   ``questions`` (``|``-separated, or spread over several columns: ``column_names``), ``source``,
   ``published``. An FAQ without a header row is read as question, answer[, source].
 - JSON (a list of objects) and JSONL (one object per line) with the same keys, Freshdesk
-  solution articles among them; or an export object: Zendesk Help Center (``articles``), QnA Maker's "Download knowledgebase"
-  (``qnaDocuments``), an Azure AI Language question answering project (``assets.qnas``) or an
-  Amazon Kendra FAQ (``FaqDocuments``).
+  solution articles among them; or an export object: Zendesk Help Center (``articles``), QnA
+  Maker's "Download knowledgebase" (``qnaDocuments``), an Azure AI Language question answering
+  project (``assets.qnas``) or an Amazon Kendra FAQ (``FaqDocuments``).
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
   and ``QnaId``.
 - XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
   it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
-  then the body; HTML pages (app.kb.html_pages). A folder is searched recursively for both. An FAQ page, in either, gives one article per question
-  (app.kb.faq_pages); a page that only lists links to other pages gives none, with a warning.
+  then the body; HTML pages (app.kb.html_pages). A folder is searched recursively for both,
+  and a zip archive is read as the folder it holds (app.kb.archives). An FAQ page, in either,
+  gives one article per question (app.kb.faq_pages); a page that only lists links to other
+  pages, a form to fill in and a Confluence export's table of contents give none, with a
+  warning.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
@@ -408,8 +411,8 @@ def _object_row(
     """One object of a JSON list or a JSONL line, read by its shape: a Zendesk article
     (``html_url`` or ``section_id`` beside ``title`` and ``body``: its HTML body, draft flag
     and section as the export's), a Freshdesk or Freshservice solution article (``title``,
-    ``description`` and ``folder_id`` or ``description_text``), a QnA Maker item (``questions`` and ``answer``, no title),
-    else an article object with our keys."""
+    ``description`` and ``folder_id`` or ``description_text``), a QnA Maker item
+    (``questions`` and ``answer``, no title), else an article object with our keys."""
     if isinstance(obj, dict):
         keys = {str(k).casefold() for k in obj}
         if {"title", "body"} <= keys and keys & {"html_url", "section_id"}:
