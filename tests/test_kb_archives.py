@@ -116,7 +116,7 @@ def test_archives_that_cannot_be_read_reject_the_import(db_url, tmp_path, monkey
     ]
     data = _zip(tmp_path / "data.zip", {"faq.csv": "title,body\nFees,Free\n"})
     assert rejected(db_url, [data]) == [
-        f"{data}:1: archive has no Markdown (.md) or HTML (.html) files"
+        f"{data}:1: archive has no Markdown (.md), HTML (.html) or Word (.docx) files"
     ]
     big = _zip(tmp_path / "big.zip", {"a.md": "# A\n\n" + "text " * 400})
     monkeypatch.setattr(archives, "MAX_UNPACKED_BYTES", 1024)

@@ -3,7 +3,8 @@
 Help centres and wikis hand their content over zipped: a Confluence space exported to HTML, a
 Notion workspace, a docs folder or a saved site sent by e-mail. Importing the archive is
 importing the folder inside it: the members a folder import would read (Markdown and HTML
-pages, by their extension or, without one of ours, by their first bytes) are unpacked into a
+pages and Word documents, by their extension, or pages without one of ours by their first
+bytes) are unpacked into a
 folder of the import's own, which is deleted with it, and each is named in messages and kept as
 its article's ``source`` as ``archive.zip/its/path.html``, so that links between its pages and a
 later import of the same archive find them again.

@@ -13,8 +13,9 @@
   it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
-  then the body; HTML pages (app.kb.html_pages). A folder is searched recursively for both,
-  and a zip archive is read as the folder it holds (app.kb.archives). An FAQ page, in either,
+  then the body; HTML pages (app.kb.html_pages); Word documents, read as the pages they are
+  written as (app.kb.word_documents). A folder is searched recursively for all three,
+  and a zip archive is read as the folder it holds (app.kb.archives). An FAQ page, in any of them,
   gives one article per question (app.kb.faq_pages); a page that only lists links to other
   pages, a form to fill in and a Confluence export's table of contents give none, with a
   warning.
@@ -67,6 +68,7 @@ from app.kb.textfiles import (
     table_rows,
     yaml_error,
 )
+from app.kb.word_documents import NotAWordDocument, docx_page
 from app.kb.workbooks import sheet_records
 from app.vocab import counted
 
@@ -950,8 +952,25 @@ def _link_marks(markdown: str) -> int:
 def read_html_page(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     """A page (app.kb.html_pages); an FAQ page gives an article per question."""
     text = read_document(path, display, problems, on_bytes, html=True)
-    if text is None:
+    if text is not None:
+        yield from _html_page_rows(text, display, problems)
+
+
+def read_word_document(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """A Word document, read as the page it is written as (app.kb.word_documents)."""
+    try:
+        text = docx_page(path)
+    except NotAWordDocument as exc:
+        problems.add(display, 1, str(exc))
         return
+    on_bytes(path.stat().st_size)
+    yield from _html_page_rows(text, display, problems)
+
+
+def _html_page_rows(text: str, display: str, problems: Problems) -> Iterator[SourceRow]:
+    """The rows of a page's HTML: none for a page that is no answer (a Confluence export's
+    table of contents, a form, a list of links, each with a warning), one per question of an
+    FAQ page, else one."""
     root = parse_html(text)
     if space_contents(root):
         problems.warn(
@@ -1017,8 +1036,16 @@ READERS: dict[str, Reader] = {
     ".mdx": read_markdown,
     ".html": read_html_page,
     ".htm": read_html_page,
+    ".docx": read_word_document,
 }
-FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + HTML_SUFFIXES
+FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + HTML_SUFFIXES + (".docx",)
+# Formats people have their FAQ in that are not read, and what to do instead.
+_NOT_READ = {
+    ".doc": "a Word 97-2003 document: save it as .docx (Word or LibreOffice: Save As) and "
+    "import that",
+    ".pdf": "a PDF keeps no headings or paragraphs to find questions and answers by: import the "
+    "document it was made from (.docx, HTML, Markdown)",
+}
 
 
 def _is_hidden(relative: Path) -> bool:
@@ -1069,7 +1096,7 @@ def _wanted_member(member: PurePosixPath, head: Callable[[], bytes]) -> bool:
 def _folder_files(
     folder: Path, display: str, named: Callable[[Path], str], problems: Problems, kind: str
 ) -> list[tuple[Path, str]]:
-    """(file, display name) for the Markdown and HTML files in ``folder`` (``kind``: what the
+    """(file, display name) for the Markdown, HTML and Word files in ``folder`` (``kind``: what the
     user named, a folder or an archive)."""
     found = sorted(
         p
@@ -1080,7 +1107,9 @@ def _folder_files(
         and _importable(p)
     )
     if not found:
-        problems.add(display, 1, f"{kind} has no Markdown (.md) or HTML (.html) files")
+        problems.add(
+            display, 1, f"{kind} has no Markdown (.md), HTML (.html) or Word (.docx) files"
+        )
     return [(p, named(p)) for p in found]
 
 
@@ -1090,8 +1119,8 @@ def expand_paths(
     unpack_to: Path | None = None,
     unpacking: Callable[[int], AbstractContextManager[Progress]] | None = None,
 ) -> list[tuple[Path, str]]:
-    """(file, display name) for every file to read; folders give their Markdown and HTML, and
-    so do zip archives, unpacked under ``unpack_to`` (app.kb.archives; ``unpacking(total
+    """(file, display name) for every file to read; folders give their Markdown, HTML and Word
+    documents, and so do zip archives, unpacked under ``unpack_to`` (app.kb.archives; ``unpacking(total
     bytes)`` gives a progress bar)."""
     files: list[tuple[Path, str]] = []
     for n, path in enumerate(paths):
@@ -1110,6 +1139,8 @@ def expand_paths(
                     return f"{display}/{display_name(p.relative_to(folder))}"
 
                 files.extend(_folder_files(folder, display, named, problems, "archive"))
+        elif path.suffix.lower() in _NOT_READ:
+            problems.add(display, 1, _NOT_READ[path.suffix.lower()])
         elif path.suffix.lower() not in READERS and not _is_html_page(path):
             supported = ", ".join(sorted([*READERS, ".zip"]))
             problems.add(display, 1, f"unsupported file type (use {supported} or a folder)")

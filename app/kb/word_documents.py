@@ -1,0 +1,314 @@
+"""Word documents (``.docx``) as a source: an FAQ or a guide written in Word, as QnA Maker and
+its successors take them.
+
+A ``.docx`` is a zip of XML parts. Its body (``word/document.xml``) is written as a page of HTML
+and read like any page (app.kb.html_pages): one article, or one per question when it is laid
+out as an FAQ (app.kb.faq_pages). What the page keeps of the document:
+
+- paragraphs styled as headings (``Heading 1`` ... ``Heading 6``, by the style's name in
+  ``word/styles.xml``, which Word writes in English whatever the document's language, or by
+  the style's outline level) become ``<h1>`` ... ``<h6>``; a short paragraph wholly in bold
+  becomes an ``<h3>``, as people who do not use heading styles write their questions;
+- the ``Title`` paragraph, else the document's title property (``docProps/core.xml``), else
+  the first heading, else the file's name, is the title;
+- bold, italic and underlined runs, line breaks, hyperlinks to web addresses
+  (``word/_rels/document.xml.rels``), bulleted and numbered lists (``word/numbering.xml``),
+  nested by their level, and tables;
+- inserted text of tracked changes, and not the deleted text; content controls' content.
+
+Field codes, comments, footnotes, headers and footers, images and text boxes are not kept.
+Each paragraph (or table) of the body is one line of the page, so a message's line number is
+the paragraph's, counting empty paragraphs. A Word 97-2003 ``.doc`` is not read: the importer
+says to save it as ``.docx``.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from html import escape
+from pathlib import Path
+from xml.etree import ElementTree
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+# A part larger than this is not a document people wrote by hand: refused, not unpacked.
+MAX_PART_BYTES = 256 * 1024**2
+# A paragraph wholly in bold and at most this long is a heading.
+BOLD_HEADING_MAX_CHARS = 200
+_HEADING_STYLE = re.compile(r"heading\s*([1-6])\Z", re.IGNORECASE)
+# What holds runs inside a paragraph and is read through: inserted and moved-in text of tracked
+# changes, smart tags, content controls, simple fields (their result).
+_WRAPPERS = frozenset(W + tag for tag in ("ins", "moveTo", "smartTag", "sdt", "fldSimple"))
+
+
+class NotAWordDocument(ValueError):
+    """The file cannot be read as a .docx; the message says why."""
+
+
+def _part(archive: zipfile.ZipFile, name: str) -> ElementTree.Element | None:
+    try:
+        info = archive.getinfo(name)
+    except KeyError:
+        return None
+    if info.file_size > MAX_PART_BYTES:
+        raise NotAWordDocument(f"its {name} unpacks to {info.file_size:,} bytes")
+    try:
+        return ElementTree.fromstring(archive.read(info))
+    except ElementTree.ParseError as exc:
+        raise NotAWordDocument(f"its {name} is not valid XML ({exc})") from exc
+
+
+def _on(props: ElementTree.Element | None, tag: str) -> bool:
+    """Whether a run or paragraph property (``<w:b/>``, ``<w:b w:val="0"/>``) is on."""
+    if props is None:
+        return False
+    found = props.find(W + tag)
+    return found is not None and found.get(W + "val", "true").lower() not in ("0", "false", "off")
+
+
+class _Styles:
+    """Heading levels and bold of the document's paragraph styles, by style id."""
+
+    def __init__(self, root: ElementTree.Element | None):
+        self.level: dict[str, int] = {}
+        self.title: set[str] = set()
+        self.bold: set[str] = set()
+        if root is None:
+            return
+        for style in root.iter(W + "style"):
+            sid = style.get(W + "styleId") or ""
+            name_el = style.find(W + "name")
+            name = (name_el.get(W + "val") if name_el is not None else "") or ""
+            found = _HEADING_STYLE.match(name.strip())
+            outline = style.find(f"{W}pPr/{W}outlineLvl")
+            if found:
+                self.level[sid] = int(found.group(1))
+            elif outline is not None and (outline.get(W + "val") or "").isdigit():
+                level = int(outline.get(W + "val") or "9") + 1
+                if level <= 6:
+                    self.level[sid] = level
+            if name.strip().lower() == "title":
+                self.title.add(sid)
+            if _on(style.find(W + "rPr"), "b"):
+                self.bold.add(sid)
+
+
+class _Numbering:
+    """Whether a list (``numId``) at a level is numbered or bulleted."""
+
+    def __init__(self, root: ElementTree.Element | None):
+        self.formats: dict[tuple[str, str], str] = {}
+        if root is None:
+            return
+        abstract: dict[str, dict[str, str]] = {}
+        for item in root.iter(W + "abstractNum"):
+            levels = {}
+            for lvl in item.iter(W + "lvl"):
+                fmt = lvl.find(W + "numFmt")
+                levels[lvl.get(W + "ilvl") or "0"] = (
+                    fmt.get(W + "val") if fmt is not None else "bullet"
+                ) or "bullet"
+            abstract[item.get(W + "abstractNumId") or ""] = levels
+        for num in root.iter(W + "num"):
+            ref = num.find(W + "abstractNumId")
+            levels = abstract.get(ref.get(W + "val") or "" if ref is not None else "", {})
+            for level, fmt in levels.items():
+                self.formats[(num.get(W + "numId") or "", level)] = fmt
+
+    def tag(self, num_id: str, level: str) -> str:
+        return "ul" if self.formats.get((num_id, level), "bullet") in ("bullet", "none") else "ol"
+
+
+class _Writer:
+    def __init__(self, styles: _Styles, numbering: _Numbering, links: dict[str, str]):
+        self.styles, self.numbering, self.links = styles, numbering, links
+        self.lines: list[str] = []
+        self.lists: list[str] = []  # the open lists' tags, outermost first
+        self.title: str | None = None
+        self.first_heading: str | None = None
+
+    # -- inline
+
+    def _runs(self, parent: ElementTree.Element, style_bold: bool) -> tuple[str, str, bool]:
+        """(HTML, text, every run with text is bold) of a paragraph's or hyperlink's runs."""
+        html: list[str] = []
+        text: list[str] = []
+        all_bold = True
+        for child in parent:
+            tag = child.tag
+            if tag == W + "r":
+                props = child.find(W + "rPr")
+                bold = _on(props, "b") or (style_bold and not _explicitly_off(props, "b"))
+                italic, underline = _on(props, "i"), _underlined(props)
+                piece: list[str] = []
+                for item in child:
+                    if item.tag == W + "t":
+                        piece.append(escape(item.text or "", quote=False))
+                        text.append(item.text or "")
+                    elif item.tag in (W + "tab", W + "noBreakHyphen"):
+                        piece.append(" " if item.tag == W + "tab" else "-")
+                        text.append(" ")
+                    elif item.tag in (W + "br", W + "cr"):
+                        piece.append("<br>")
+                        text.append(" ")
+                run = "".join(piece)
+                if run.strip():
+                    all_bold = all_bold and bold
+                    for on, name in ((underline, "u"), (italic, "i"), (bold, "b")):
+                        if on:
+                            run = f"<{name}>{run}</{name}>"
+                html.append(run)
+            elif tag == W + "hyperlink":
+                inner, inner_text, bold = self._runs(child, style_bold)
+                target = self.links.get(child.get(R + "id") or "")
+                if target and inner_text.strip():
+                    all_bold = all_bold and bold
+                    html.append(f'<a href="{escape(target)}">{inner}</a>')
+                else:
+                    all_bold = all_bold and (bold or not inner_text.strip())
+                    html.append(inner)
+                text.append(inner_text)
+            elif tag in _WRAPPERS:
+                holder = child.find(W + "sdtContent") if tag == W + "sdt" else child
+                if holder is None:
+                    continue
+                inner, inner_text, bold = self._runs(holder, style_bold)
+                all_bold = all_bold and (bold or not inner_text.strip())
+                html.append(inner)
+                text.append(inner_text)
+        return "".join(html), "".join(text), all_bold
+
+    # -- blocks
+
+    def _close_lists(self, depth: int = 0) -> None:
+        while len(self.lists) > depth:
+            tag = self.lists.pop()
+            self.lines[-1] += f"</li></{tag}>"
+
+    def paragraph(self, p: ElementTree.Element) -> None:
+        props = p.find(W + "pPr")
+        style_el = props.find(W + "pStyle") if props is not None else None
+        style = (style_el.get(W + "val") if style_el is not None else "") or ""
+        html, text, all_bold = self._runs(p, style in self.styles.bold)
+        html, text = html.strip(), " ".join(text.split())
+        num = props.find(W + "numPr") if props is not None else None
+        if num is not None and text:
+            num_id_el, level_el = num.find(W + "numId"), num.find(W + "ilvl")
+            num_id = (num_id_el.get(W + "val") if num_id_el is not None else "") or ""
+            level = (level_el.get(W + "val") if level_el is not None else "") or "0"
+            if num_id != "0":
+                self._item(html, num_id, level)
+                return
+        self._close_lists()
+        if not text:
+            self.lines.append("")
+            return
+        level = self.styles.level.get(style)
+        if style in self.styles.title:
+            self.title = self.title or text
+            self.lines.append(f"<h1>{html}</h1>")
+        elif level is not None:
+            self.first_heading = self.first_heading or text
+            self.lines.append(f"<h{level}>{html}</h{level}>")
+        elif all_bold and len(text) <= BOLD_HEADING_MAX_CHARS:
+            self.lines.append(f"<h3>{html}</h3>")
+        else:
+            self.lines.append(f"<p>{html}</p>")
+
+    def _item(self, html: str, num_id: str, level: str) -> None:
+        depth = min(int(level) if level.isdigit() else 0, 8) + 1
+        tag = self.numbering.tag(num_id, level)
+        if len(self.lists) > depth:
+            self._close_lists(depth)
+        if len(self.lists) == depth:
+            self.lines.append(f"</li><li>{html}")
+            return
+        opened = ""
+        while len(self.lists) < depth:  # a deeper list opens inside the open item
+            self.lists.append(tag)
+            opened += f"<{tag}><li>"
+        self.lines.append(f"{opened}{html}")
+
+    def table(self, tbl: ElementTree.Element) -> None:
+        self._close_lists()
+        rows = []
+        for tr in tbl.iter(W + "tr"):
+            cells = []
+            for tc in tr.findall(W + "tc"):
+                parts = [self._runs(p, False)[0].strip() for p in tc.iter(W + "p")]
+                cells.append("<td>" + "<br>".join(part for part in parts if part) + "</td>")
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+        self.lines.append("<table>" + "".join(rows) + "</table>")
+
+    def body(self, body: ElementTree.Element) -> None:
+        for child in body:
+            if child.tag == W + "p":
+                self.paragraph(child)
+            elif child.tag == W + "tbl":
+                self.table(child)
+            elif child.tag == W + "sdt":
+                content = child.find(W + "sdtContent")
+                if content is not None:
+                    self.body(content)
+        self._close_lists()
+
+
+def _explicitly_off(props: ElementTree.Element | None, tag: str) -> bool:
+    found = props.find(W + tag) if props is not None else None
+    return found is not None and (found.get(W + "val") or "").lower() in ("0", "false", "off")
+
+
+def _underlined(props: ElementTree.Element | None) -> bool:
+    found = props.find(W + "u") if props is not None else None
+    return found is not None and (found.get(W + "val") or "single").lower() != "none"
+
+
+def _links(root: ElementTree.Element | None) -> dict[str, str]:
+    """Relationship id -> web address, for the document's external hyperlinks."""
+    links: dict[str, str] = {}
+    if root is None:
+        return links
+    for rel in root:
+        target = rel.get("Target") or ""
+        if rel.get("TargetMode") == "External" and target.lower().startswith(
+            ("http://", "https://", "mailto:")
+        ):
+            links[rel.get("Id") or ""] = target
+    return links
+
+
+def docx_page(path: Path) -> str:
+    """The document at ``path`` as a page of HTML, its body from the first line (see the
+    module docstring); raises ``NotAWordDocument``."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise NotAWordDocument("not a Word document (.docx), or a damaged one") from exc
+    with archive:
+        try:
+            document = _part(archive, "word/document.xml")
+            if document is None:
+                raise NotAWordDocument("a zip without word/document.xml: not a Word document")
+            writer = _Writer(
+                _Styles(_part(archive, "word/styles.xml")),
+                _Numbering(_part(archive, "word/numbering.xml")),
+                _links(_part(archive, "word/_rels/document.xml.rels")),
+            )
+            core = _part(archive, "docProps/core.xml")
+        except (zipfile.BadZipFile, RuntimeError, OSError) as exc:
+            raise NotAWordDocument(f"cannot read it: {exc}") from exc
+    body = document.find(W + "body")
+    if body is not None:
+        writer.body(body)
+    stated = core.find(_DC_TITLE) if core is not None else None
+    title = (
+        writer.title
+        or (" ".join((stated.text or "").split()) if stated is not None else "")
+        or writer.first_heading
+        or " ".join(path.stem.replace("_", " ").split())
+    )
+    lines = writer.lines or [""]
+    head = f"<html><head><title>{escape(title, quote=False)}</title></head><body><main>"
+    return head + lines[0] + "\n" + "\n".join(lines[1:]) + "</main></body></html>\n"

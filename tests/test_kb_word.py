@@ -1,0 +1,246 @@
+"""Word documents (.docx) as a source (app/kb/word_documents.py): files laid out as Word writes
+them (its parts, namespaces, revision ids, bookmarks, proofing marks, a German Word's style
+ids), imported for real."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from fixtures_kb import articles, rejected, run_import
+
+NS = (
+    'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" '
+    'xmlns:w14="http://schemas.microsoft.com/office/word/2010/wordml" '
+    'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+    'mc:Ignorable="w14"'
+)
+XML = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+CONTENT_TYPES = (
+    XML + '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+    '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships'
+    '+xml"/><Default Extension="xml" ContentType="application/xml"/><Override '
+    'PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.'
+    'wordprocessingml.document.main+xml"/></Types>'
+)
+PACKAGE_RELS = (
+    XML + '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+    'relationships/officeDocument" Target="word/document.xml"/></Relationships>'
+)
+# A German Word's styles: ids in German, names in English as Word writes built-in ones; a
+# heading found by its name, another by its outline level.
+STYLES = (
+    XML + f"<w:styles {NS}>"
+    '<w:style w:type="paragraph" w:default="1" w:styleId="Standard"><w:name w:val="Normal"/>'
+    "</w:style>"
+    '<w:style w:type="paragraph" w:styleId="Titel"><w:name w:val="Title"/></w:style>'
+    '<w:style w:type="paragraph" w:styleId="berschrift1"><w:name w:val="heading 1"/>'
+    '<w:pPr><w:outlineLvl w:val="0"/></w:pPr></w:style>'
+    '<w:style w:type="paragraph" w:styleId="berschrift2"><w:name w:val="heading 2"/>'
+    "</w:style>"
+    # a style of the document's own that Word's outline shows at level 2
+    '<w:style w:type="paragraph" w:customStyle="1" w:styleId="Frage"><w:name w:val="Frage"/>'
+    '<w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style>'
+    '<w:style w:type="paragraph" w:styleId="Listenabsatz"><w:name w:val="List Paragraph"/>'
+    "</w:style></w:styles>"
+)
+NUMBERING = (
+    XML + f"<w:numbering {NS}>"
+    '<w:abstractNum w:abstractNumId="0"><w:lvl w:ilvl="0"><w:numFmt w:val="bullet"/></w:lvl>'
+    '<w:lvl w:ilvl="1"><w:numFmt w:val="bullet"/></w:lvl></w:abstractNum>'
+    '<w:abstractNum w:abstractNumId="1"><w:lvl w:ilvl="0"><w:numFmt w:val="decimal"/></w:lvl>'
+    "</w:abstractNum>"
+    '<w:num w:numId="1"><w:abstractNumId w:val="0"/></w:num>'
+    '<w:num w:numId="2"><w:abstractNumId w:val="1"/></w:num></w:numbering>'
+)
+DOCUMENT_RELS = (
+    XML + '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+    'relationships/styles" Target="styles.xml"/>'
+    '<Relationship Id="rId8" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+    'relationships/hyperlink" Target="https://northwind.example/app" TargetMode="External"/>'
+    "</Relationships>"
+)
+
+
+def core(title: str) -> str:
+    return (
+        XML + '<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
+        'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f"<dc:title>{title}</dc:title><dc:creator>Dana Whitlock</dc:creator>"
+        "</cp:coreProperties>"
+    )
+
+
+def p(*runs: str, style: str | None = None, num: tuple[int, int] | None = None) -> str:
+    """A paragraph as Word writes one: revision ids, its properties, then its runs."""
+    props = f'<w:pStyle w:val="{style}"/>' if style else ""
+    if num:
+        props += f'<w:numPr><w:ilvl w:val="{num[1]}"/><w:numId w:val="{num[0]}"/></w:numPr>'
+    props = f"<w:pPr>{props}</w:pPr>" if props else ""
+    return f'<w:p w14:paraId="1A2B3C4D" w:rsidR="00A1" w:rsidRDefault="00A1">{props}{"".join(runs)}</w:p>'
+
+
+def r(text: str, *marks: str) -> str:
+    props = "".join(f"<w:{m}/>" for m in marks)
+    props = f"<w:rPr>{props}<w:bCs/></w:rPr>" if props else ""
+    return f'<w:r w:rsidRPr="00C3">{props}<w:t xml:space="preserve">{text}</w:t></w:r>'
+
+
+def docx(path: Path, *blocks: str, title: str = "") -> Path:
+    body = "".join(blocks) + '<w:sectPr><w:pgSz w:w="11906" w:h="16838"/></w:sectPr>'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", CONTENT_TYPES)
+        archive.writestr("_rels/.rels", PACKAGE_RELS)
+        archive.writestr(
+            "word/document.xml", f"{XML}<w:document {NS}><w:body>{body}</w:body></w:document>"
+        )
+        archive.writestr("word/styles.xml", STYLES)
+        archive.writestr("word/numbering.xml", NUMBERING)
+        archive.writestr("word/_rels/document.xml.rels", DOCUMENT_RELS)
+        archive.writestr("docProps/core.xml", core(title))
+    return path
+
+
+def faq(path: Path) -> Path:
+    return docx(
+        path,
+        p(r("Northwind card FAQ"), style="Titel"),
+        p(r("Answers to what our customers ask about their cards.")),
+        p(
+            '<w:bookmarkStart w:id="0" w:name="_Toc1"/>',
+            r("How do I reset my PIN?"),
+            '<w:bookmarkEnd w:id="0"/>',
+            style="berschrift2",
+        ),
+        p(
+            r("Open "),
+            f'<w:hyperlink r:id="rId8" w:history="1">{r("the app", "b")}</w:hyperlink>',
+            r(", then choose "),
+            '<w:proofErr w:type="spellStart"/>',
+            r("Security", "b"),
+            '<w:proofErr w:type="spellEnd"/>',
+            r(":"),
+        ),
+        p(r("Change PIN"), style="Listenabsatz", num=(2, 0)),
+        p(r("Enter the new PIN twice"), style="Listenabsatz", num=(2, 0)),
+        p(),
+        p(r("What are my card limits?"), style="berschrift2"),
+        p(r("Per day:")),
+        p(r("Payments"), num=(1, 0)),
+        p(r("5,000 EUR online"), num=(1, 1)),
+        p(r("Cash"), num=(1, 0)),
+        "<w:tbl><w:tblPr/><w:tr><w:tc><w:p>"
+        + r("Cash")
+        + "</w:p></w:tc><w:tc><w:p>"
+        + r("500 EUR")
+        + "</w:p></w:tc></w:tr></w:tbl>",
+        p(r("Can I pay contactless?"), style="Frage"),
+        p(
+            r("Yes, up to "),
+            '<w:del w:id="3" w:author="Dana"><w:r><w:delText>25 EUR</w:delText></w:r></w:del>',
+            '<w:ins w:id="4" w:author="Dana">' + r("50 EUR") + "</w:ins>",
+            r(" a payment."),
+        ),
+        title="Cards FAQ (draft 3)",
+    )
+
+
+def test_a_word_faq_gives_an_article_per_question_with_its_formatting(db_url, tmp_path):
+    path = faq(tmp_path / "Card FAQ.docx")
+    report = run_import(db_url, [path])
+    assert (report.problems, report.created) == ([], 3)
+    stored = articles(db_url)
+    assert sorted(a.title for a in stored.values()) == [
+        "Can I pay contactless?",
+        "How do I reset my PIN?",
+        "What are my card limits?",
+    ]
+    pin = stored["how-do-i-reset-my-pin"]
+    assert pin.body == (
+        '<p>Open <a href="https://northwind.example/app" rel="noopener noreferrer nofollow">'
+        "<b>the app</b></a>, then choose <b>Security</b>:</p>\n"
+        "<ol>\n<li>Change PIN</li>\n<li>Enter the new PIN twice</li></ol>"
+    )
+    assert pin.source == str(path)
+    # bullets nested by their level, then a table
+    assert stored["what-are-my-card-limits"].body == (
+        "<p>Per day:</p>\n<ul>\n<li>Payments\n<ul>\n<li>5,000 EUR online</li></ul></li>\n"
+        "<li>Cash</li></ul>\n<table>\n<tbody><tr>\n<td>Cash</td>\n<td>500 EUR</td></tr></tbody>"
+        "</table>"
+    )
+    # a tracked change: the inserted text, not the deleted
+    assert stored["can-i-pay-contactless"].body == "<p>Yes, up to 50 EUR a payment.</p>"
+
+
+def test_questions_in_bold_split_a_document_without_heading_styles(db_url, tmp_path):
+    path = docx(
+        tmp_path / "faq.docx",
+        p(r("How do I reset my PIN?", "b")),
+        p(r("Open the app and choose Security.")),
+        p(r("What are my card limits?", "b")),
+        p(r("5,000 EUR a day.")),
+        p(r("Can I pay contactless?", "b")),
+        p(r("Yes, up to "), r("50 EUR", "b"), r(" a payment.")),
+    )
+    run_import(db_url, [path])
+    stored = articles(db_url)
+    assert sorted(stored) == [
+        "can-i-pay-contactless",
+        "how-do-i-reset-my-pin",
+        "what-are-my-card-limits",
+    ]
+    # a paragraph only partly bold is text
+    assert stored["can-i-pay-contactless"].body == "<p>Yes, up to <b>50 EUR</b> a payment.</p>"
+
+
+def test_a_guide_is_one_article_titled_by_its_title_property_else_its_name(db_url, tmp_path):
+    guide = docx(
+        tmp_path / "guide.docx",
+        p(r("Travelling abroad"), style="berschrift1"),
+        p(r("Cards work in 150 countries. Tell us nothing before you go.")),
+        title="Using your card abroad",
+    )
+    untitled = docx(
+        tmp_path / "opening_hours.docx", p(r("Branches are open from 9am to 5pm on weekdays."))
+    )
+    run_import(db_url, [guide, untitled])
+    stored = articles(db_url)
+    assert stored["using-your-card-abroad"].body == (
+        "<h1>Travelling abroad</h1>\n<p>Cards work in 150 countries. Tell us nothing before you "
+        "go.</p>"
+    )
+    assert stored["opening-hours"].body == "<p>Branches are open from 9am to 5pm on weekdays.</p>"
+
+
+def test_word_documents_in_a_folder_or_an_archive_and_files_that_are_none(db_url, tmp_path):
+    folder = tmp_path / "kb"
+    faq(folder / "cards" / "faq.docx")
+    (folder / "cards" / "notes.md").write_text("# Notes\n\nCards are free.\n")
+    assert run_import(db_url, [folder]).created == 4
+    zipped = tmp_path / "kb.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.write(folder / "cards" / "faq.docx", "kb/cards/faq.docx")
+    # the same questions from another file are the same articles
+    assert run_import(db_url, [zipped]).unchanged == 3
+
+    broken = tmp_path / "broken.docx"
+    broken.write_bytes(b"not a zip at all")
+    other_zip = tmp_path / "other.docx"
+    with zipfile.ZipFile(other_zip, "w") as archive:
+        archive.writestr("content.xml", "<x/>")
+    old = tmp_path / "old.doc"
+    old.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1")
+    pdf = tmp_path / "faq.pdf"
+    pdf.write_bytes(b"%PDF-1.7")
+    assert rejected(db_url, [broken, other_zip, old, pdf]) == [
+        f"{old}:1: a Word 97-2003 document: save it as .docx (Word or LibreOffice: Save As) and "
+        "import that",
+        f"{pdf}:1: a PDF keeps no headings or paragraphs to find questions and answers by: "
+        "import the document it was made from (.docx, HTML, Markdown)",
+        f"{broken}:1: not a Word document (.docx), or a damaged one",
+        f"{other_zip}:1: a zip without word/document.xml: not a Word document",
+    ]
