@@ -37,14 +37,24 @@ STYLES = (
     "</w:style>"
     '<w:style w:type="paragraph" w:styleId="Titel"><w:name w:val="Title"/></w:style>'
     '<w:style w:type="paragraph" w:styleId="berschrift1"><w:name w:val="heading 1"/>'
-    '<w:pPr><w:outlineLvl w:val="0"/></w:pPr></w:style>'
+    '<w:pPr><w:outlineLvl w:val="0"/></w:pPr><w:rPr><w:b/><w:bCs/></w:rPr></w:style>'
     '<w:style w:type="paragraph" w:styleId="berschrift2"><w:name w:val="heading 2"/>'
     "</w:style>"
     # a style of the document's own that Word's outline shows at level 2
     '<w:style w:type="paragraph" w:customStyle="1" w:styleId="Frage"><w:name w:val="Frage"/>'
     '<w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style>'
     '<w:style w:type="paragraph" w:styleId="Listenabsatz"><w:name w:val="List Paragraph"/>'
-    "</w:style></w:styles>"
+    "</w:style>"
+    # list styles that carry their numbering, as Word's templates define them
+    '<w:style w:type="paragraph" w:styleId="Aufzhlungszeichen"><w:name w:val="List Bullet"/>'
+    '<w:basedOn w:val="Standard"/><w:pPr><w:numPr><w:numId w:val="1"/></w:numPr></w:pPr>'
+    "</w:style>"
+    '<w:style w:type="paragraph" w:styleId="Aufzhlungszeichen2"><w:name w:val="List Bullet 2"/>'
+    '<w:pPr><w:numPr><w:numId w:val="1"/></w:numPr></w:pPr></w:style>'
+    '<w:style w:type="paragraph" w:styleId="MeineListe"><w:name w:val="My list"/>'
+    '<w:basedOn w:val="Aufzhlungszeichen"/></w:style>'
+    '<w:style w:type="character" w:styleId="Fett"><w:name w:val="Strong"/>'
+    "<w:rPr><w:b/><w:bCs/></w:rPr></w:style></w:styles>"
 )
 NUMBERING = (
     XML + f"<w:numbering {NS}>"
@@ -214,6 +224,27 @@ def test_a_guide_is_one_article_titled_by_its_title_property_else_its_name(db_ur
         "go.</p>"
     )
     assert stored["opening-hours"].body == "<p>Branches are open from 9am to 5pm on weekdays.</p>"
+
+
+def test_lists_and_emphasis_given_by_styles(db_url, tmp_path):
+    """List styles carry their numbering (``List Bullet``, ``List Bullet 2`` one deeper, a
+    style based on one); a character style's bold (``Strong``) is kept, a heading style's is
+    its look."""
+    strong = '<w:r><w:rPr><w:rStyle w:val="Fett"/></w:rPr><w:t>at once</w:t></w:r>'
+    path = docx(
+        tmp_path / "lost.docx",
+        p(r("Lost cards"), style="berschrift1"),
+        p(r("Freeze the card "), strong, r(":")),
+        p(r("in the app"), style="Aufzhlungszeichen"),
+        p(r("under Cards"), style="Aufzhlungszeichen2"),
+        p(r("or by phone"), style="MeineListe"),
+        title="Lost or stolen cards",
+    )
+    run_import(db_url, [path])
+    assert articles(db_url)["lost-or-stolen-cards"].body == (
+        "<h1>Lost cards</h1>\n<p>Freeze the card <b>at once</b>:</p>\n<ul>\n<li>in the app\n"
+        "<ul>\n<li>under Cards</li></ul></li>\n<li>or by phone</li></ul>"
+    )
 
 
 def test_word_documents_in_a_folder_or_an_archive_and_files_that_are_none(db_url, tmp_path):

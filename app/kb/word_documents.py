@@ -11,9 +11,11 @@ out as an FAQ (app.kb.faq_pages). What the page keeps of the document:
   becomes an ``<h3>``, as people who do not use heading styles write their questions;
 - the ``Title`` paragraph, else the document's title property (``docProps/core.xml``), else
   the first heading, else the file's name, is the title;
-- bold, italic and underlined runs, line breaks, hyperlinks to web addresses
-  (``word/_rels/document.xml.rels``), bulleted and numbered lists (``word/numbering.xml``),
-  nested by their level, and tables;
+- bold, italic and underlined runs (written on the run or by its character style, such as
+  ``Strong``; a paragraph style's bold is its look, and only makes a heading), line breaks,
+  hyperlinks to web addresses (``word/_rels/document.xml.rels``), bulleted and numbered lists
+  (``word/numbering.xml``), numbered on the paragraph or by its style (``List Bullet``, ``List
+  Number 2``, a style based on one), nested by their level, and tables;
 - inserted text of tracked changes, and not the deleted text; content controls' content.
 
 Field codes, comments, footnotes, headers and footers, images and text boxes are not kept.
@@ -69,30 +71,68 @@ def _on(props: ElementTree.Element | None, tag: str) -> bool:
 
 
 class _Styles:
-    """Heading levels and bold of the document's paragraph styles, by style id."""
+    """What the document's styles say, by style id, each through the styles it is based on:
+    a paragraph style's heading level, ``Title``, bold and list (``List Bullet 2``: a list at
+    its numbering's level, one deeper per number in the name); a character style's bold and
+    italic (``Strong``, ``Emphasis``)."""
 
     def __init__(self, root: ElementTree.Element | None):
         self.level: dict[str, int] = {}
         self.title: set[str] = set()
         self.bold: set[str] = set()
+        self.italic: set[str] = set()
+        self.numbering: dict[str, tuple[str, int]] = {}  # numId, depth from 0
         if root is None:
             return
-        for style in root.iter(W + "style"):
-            sid = style.get(W + "styleId") or ""
+        styles = {style.get(W + "styleId") or "": style for style in root.iter(W + "style")}
+
+        def chain(sid: str) -> list[ElementTree.Element]:
+            found: list[ElementTree.Element] = []
+            while sid in styles and len(found) < 10:
+                found.append(styles[sid])
+                based = styles[sid].find(W + "basedOn")
+                sid = (based.get(W + "val") if based is not None else "") or ""
+            return found
+
+        for sid, style in styles.items():
             name_el = style.find(W + "name")
-            name = (name_el.get(W + "val") if name_el is not None else "") or ""
-            found = _HEADING_STYLE.match(name.strip())
-            outline = style.find(f"{W}pPr/{W}outlineLvl")
+            name = " ".join(((name_el.get(W + "val") if name_el is not None else "") or "").split())
+            found = _HEADING_STYLE.match(name)
+            outline = _first(chain(sid), f"{W}pPr/{W}outlineLvl")
             if found:
                 self.level[sid] = int(found.group(1))
             elif outline is not None and (outline.get(W + "val") or "").isdigit():
                 level = int(outline.get(W + "val") or "9") + 1
                 if level <= 6:
                     self.level[sid] = level
-            if name.strip().lower() == "title":
+            if name.lower() == "title":
                 self.title.add(sid)
-            if _on(style.find(W + "rPr"), "b"):
+            bold, italic = _first(chain(sid), f"{W}rPr/{W}b"), _first(chain(sid), f"{W}rPr/{W}i")
+            if bold is not None and _value_on(bold):
                 self.bold.add(sid)
+            if italic is not None and _value_on(italic):
+                self.italic.add(sid)
+            num = _first(chain(sid), f"{W}pPr/{W}numPr/{W}numId")
+            if num is not None and (num.get(W + "val") or "0") != "0":
+                ilvl = _first(chain(sid), f"{W}pPr/{W}numPr/{W}ilvl")
+                level = (ilvl.get(W + "val") if ilvl is not None else "") or "0"
+                depth = int(level) if level.isdigit() else 0
+                numbered = re.search(r"\s(\d)\Z", name)
+                depth += int(numbered.group(1)) - 1 if numbered else 0
+                self.numbering[sid] = (num.get(W + "val") or "", depth)
+
+
+def _first(chain: list[ElementTree.Element], path: str) -> ElementTree.Element | None:
+    """The element at ``path`` in the first style of ``chain`` that has one."""
+    for style in chain:
+        found = style.find(path)
+        if found is not None:
+            return found
+    return None
+
+
+def _value_on(element: ElementTree.Element) -> bool:
+    return (element.get(W + "val") or "true").lower() not in ("0", "false", "off")
 
 
 class _Numbering:
@@ -140,8 +180,14 @@ class _Writer:
             tag = child.tag
             if tag == W + "r":
                 props = child.find(W + "rPr")
-                bold = _on(props, "b") or (style_bold and not _explicitly_off(props, "b"))
-                italic, underline = _on(props, "i"), _underlined(props)
+                char_style = props.find(W + "rStyle") if props is not None else None
+                char = (char_style.get(W + "val") if char_style is not None else "") or ""
+                # bold and italic written on the run, or by its character style ("Strong"), are
+                # kept; a paragraph style's bold is its look, and only makes a heading
+                bold = _on(props, "b") or (char in self.styles.bold and not _off(props, "b"))
+                italic = _on(props, "i") or (char in self.styles.italic and not _off(props, "i"))
+                underline = _underlined(props)
+                looks_bold = bold or (style_bold and not _off(props, "b"))
                 piece: list[str] = []
                 for item in child:
                     if item.tag == W + "t":
@@ -155,7 +201,7 @@ class _Writer:
                         text.append(" ")
                 run = "".join(piece)
                 if run.strip():
-                    all_bold = all_bold and bold
+                    all_bold = all_bold and looks_bold
                     for on, name in ((underline, "u"), (italic, "i"), (bold, "b")):
                         if on:
                             run = f"<{name}>{run}</{name}>"
@@ -194,13 +240,16 @@ class _Writer:
         html, text, all_bold = self._runs(p, style in self.styles.bold)
         html, text = html.strip(), " ".join(text.split())
         num = props.find(W + "numPr") if props is not None else None
-        if num is not None and text:
+        listed: tuple[str, int] | None = self.styles.numbering.get(style)
+        if num is not None:
             num_id_el, level_el = num.find(W + "numId"), num.find(W + "ilvl")
             num_id = (num_id_el.get(W + "val") if num_id_el is not None else "") or ""
             level = (level_el.get(W + "val") if level_el is not None else "") or "0"
-            if num_id != "0":
-                self._item(html, num_id, level)
-                return
+            # numId 0 takes a list style's numbering off the paragraph
+            listed = (num_id, int(level) if level.isdigit() else 0) if num_id != "0" else None
+        if listed is not None and text:
+            self._item(html, *listed)
+            return
         self._close_lists()
         if not text:
             self.lines.append("")
@@ -217,9 +266,9 @@ class _Writer:
         else:
             self.lines.append(f"<p>{html}</p>")
 
-    def _item(self, html: str, num_id: str, level: str) -> None:
-        depth = min(int(level) if level.isdigit() else 0, 8) + 1
-        tag = self.numbering.tag(num_id, level)
+    def _item(self, html: str, num_id: str, level: int) -> None:
+        depth = min(level, 8) + 1
+        tag = self.numbering.tag(num_id, str(level))
         if len(self.lists) > depth:
             self._close_lists(depth)
         if len(self.lists) == depth:
@@ -255,7 +304,8 @@ class _Writer:
         self._close_lists()
 
 
-def _explicitly_off(props: ElementTree.Element | None, tag: str) -> bool:
+def _off(props: ElementTree.Element | None, tag: str) -> bool:
+    """Whether a run turns off what its style turns on (``<w:b w:val="0"/>``)."""
     found = props.find(W + tag) if props is not None else None
     return found is not None and (found.get(W + "val") or "").lower() in ("0", "false", "off")
 
