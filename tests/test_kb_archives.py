@@ -3,6 +3,7 @@ zipfile, the real importer."""
 
 from __future__ import annotations
 
+import struct
 import tempfile
 import zipfile
 from pathlib import Path
@@ -125,3 +126,23 @@ def test_archives_that_cannot_be_read_reject_the_import(db_url, tmp_path, monkey
         "unpack it yourself and import the folder"
     ]
     assert articles(db_url) == {}
+
+
+def _damaged(path: Path, member: str, content: str) -> Path:
+    """An archive whose one member's compressed data is broken, its headers intact."""
+    _zip(path, {member: content})
+    data = bytearray(path.read_bytes())
+    (info,) = zipfile.ZipFile(path).infolist()
+    name, extra = struct.unpack("<HH", data[info.header_offset + 26 : info.header_offset + 30])
+    start = info.header_offset + 30 + name + extra
+    data[start : start + 4] = b"\xff\xff\xff\xff"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_member_that_cannot_be_unpacked_is_named_and_nothing_is_read_of_it(db_url, tmp_path):
+    zipped = _damaged(tmp_path / "site.zip", "site/a.md", "# A\n\n" + "words " * 200)
+    assert rejected(db_url, [zipped]) == [
+        f"{zipped}/site/a.md:1: cannot unpack: Error -3 while decompressing data: invalid block "
+        "type"
+    ]

@@ -275,3 +275,12 @@ def test_word_documents_in_a_folder_or_an_archive_and_files_that_are_none(db_url
         f"{broken}:1: not a Word document (.docx), or a damaged one",
         f"{other_zip}:1: a zip without word/document.xml: not a Word document",
     ]
+
+
+def test_a_word_document_whose_text_is_damaged_is_named(db_url, tmp_path):
+    from test_kb_archives import _damaged
+
+    path = _damaged(tmp_path / "faq.docx", "word/document.xml", "<w:document/>" * 100)
+    assert rejected(db_url, [path]) == [
+        f"{path}:1: a damaged Word document: Error -3 while decompressing data: invalid block type"
+    ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import zipfile
+import zlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path, PurePosixPath
@@ -28,6 +29,16 @@ from typing import Protocol
 from app.kb.textfiles import Problems
 
 MAX_UNPACKED_BYTES = 4 * 1024**3
+# What reading a damaged, encrypted or foreign zip raises: a bad header or CRC, a broken deflate
+# stream, a stream cut short, an encryption or compression this Python cannot read.
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    OSError,
+)
 # How much of a member without one of our extensions is read to tell whether it is a page.
 HEAD_BYTES = 4096
 
@@ -67,7 +78,7 @@ def unpack_zip(
     ``progress(total bytes)`` gives a bar to update as bytes are written."""
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except ZIP_ERRORS as exc:
         problems.add(display, 1, f"not a zip archive, or a damaged one: {exc}")
         return None
     with archive:
@@ -91,7 +102,7 @@ def unpack_zip(
             try:
                 if wanted(member, head):
                     chosen.append((info, member))
-            except (zipfile.BadZipFile, RuntimeError, OSError) as exc:
+            except ZIP_ERRORS as exc:
                 problems.add(f"{display}/{member}", 1, f"cannot unpack: {exc}")
         total = sum(info.file_size for info, _ in chosen)
         if total > MAX_UNPACKED_BYTES:
@@ -116,8 +127,8 @@ def unpack_zip(
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with archive.open(info) as source, target.open("wb") as out:
                         shutil.copyfileobj(source, out)
-                except (zipfile.BadZipFile, RuntimeError, OSError) as exc:
-                    # RuntimeError: an encrypted member; BadZipFile: a bad CRC or damaged entry
+                except ZIP_ERRORS as exc:
+                    target.unlink(missing_ok=True)  # not read as the page it is not
                     problems.add(f"{display}/{member}", 1, f"cannot unpack: {exc}")
                 if bar is not None:
                     bar.update(info.file_size)

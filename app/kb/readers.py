@@ -1094,10 +1094,15 @@ def _wanted_member(member: PurePosixPath, head: Callable[[], bytes]) -> bool:
 
 
 def _folder_files(
-    folder: Path, display: str, named: Callable[[Path], str], problems: Problems, kind: str
+    folder: Path,
+    display: str,
+    named: Callable[[Path], str],
+    problems: Problems,
+    kind: str,
+    empty_ok: bool = False,
 ) -> list[tuple[Path, str]]:
-    """(file, display name) for the Markdown, HTML and Word files in ``folder`` (``kind``: what the
-    user named, a folder or an archive)."""
+    """(file, display name) for the Markdown, HTML and Word files in ``folder`` (``kind``: what
+    the user named, a folder or an archive; none is a problem unless ``empty_ok``)."""
     found = sorted(
         p
         for p in folder.rglob("*")
@@ -1106,7 +1111,7 @@ def _folder_files(
         and not _is_hidden(p.relative_to(folder))
         and _importable(p)
     )
-    if not found:
+    if not found and not empty_ok:
         problems.add(
             display, 1, f"{kind} has no Markdown (.md), HTML (.html) or Word (.docx) files"
         )
@@ -1130,6 +1135,7 @@ def expand_paths(
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")
         elif path.suffix.lower() == ".zip" and unpack_to is not None:
+            reported = len(problems.messages)
             folder = unpack_zip(
                 path, display, unpack_to / str(n), _wanted_member, problems, unpacking
             )
@@ -1138,7 +1144,9 @@ def expand_paths(
                 def named(p: Path, folder: Path = folder, display: str = display) -> str:
                     return f"{display}/{display_name(p.relative_to(folder))}"
 
-                files.extend(_folder_files(folder, display, named, problems, "archive"))
+                # an archive whose pages could not be unpacked has said so
+                said = len(problems.messages) > reported
+                files.extend(_folder_files(folder, display, named, problems, "archive", said))
         elif path.suffix.lower() in _NOT_READ:
             problems.add(display, 1, _NOT_READ[path.suffix.lower()])
         elif path.suffix.lower() not in READERS and not _is_html_page(path):

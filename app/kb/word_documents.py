@@ -32,6 +32,8 @@ from html import escape
 from pathlib import Path
 from xml.etree import ElementTree
 
+from app.kb.archives import ZIP_ERRORS
+
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
@@ -334,7 +336,9 @@ def docx_page(path: Path) -> str:
     module docstring); raises ``NotAWordDocument``."""
     try:
         archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
+    except ZIP_ERRORS as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, zipfile.BadZipFile):
+            raise
         raise NotAWordDocument("not a Word document (.docx), or a damaged one") from exc
     with archive:
         try:
@@ -347,8 +351,8 @@ def docx_page(path: Path) -> str:
                 _links(_part(archive, "word/_rels/document.xml.rels")),
             )
             core = _part(archive, "docProps/core.xml")
-        except (zipfile.BadZipFile, RuntimeError, OSError) as exc:
-            raise NotAWordDocument(f"cannot read it: {exc}") from exc
+        except ZIP_ERRORS as exc:
+            raise NotAWordDocument(f"a damaged Word document: {exc}") from exc
     body = document.find(W + "body")
     if body is not None:
         writer.body(body)
