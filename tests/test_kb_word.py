@@ -191,6 +191,8 @@ def test_questions_in_bold_split_a_document_without_heading_styles(db_url, tmp_p
         tmp_path / "faq.docx",
         p(r("How do I reset my PIN?", "b")),
         p(r("Open the app and choose Security.")),
+        p(r("Never tell anyone your PIN.", "b")),  # a warning, not a heading
+        p(r("We will never ask for it.")),
         p(r("What are my card limits?", "b")),
         p(r("5,000 EUR a day.")),
         p(r("Can I pay contactless?", "b")),
@@ -203,8 +205,12 @@ def test_questions_in_bold_split_a_document_without_heading_styles(db_url, tmp_p
         "how-do-i-reset-my-pin",
         "what-are-my-card-limits",
     ]
-    # a paragraph only partly bold is text
+    # a paragraph only partly bold is text, and so is one in bold ending as a sentence
     assert stored["can-i-pay-contactless"].body == "<p>Yes, up to <b>50 EUR</b> a payment.</p>"
+    assert stored["how-do-i-reset-my-pin"].body == (
+        "<p>Open the app and choose Security.</p>\n<p><b>Never tell anyone your PIN.</b></p>\n"
+        "<p>We will never ask for it.</p>"
+    )
 
 
 def test_a_guide_is_one_article_titled_by_its_title_property_else_its_name(db_url, tmp_path):

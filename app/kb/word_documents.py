@@ -8,7 +8,8 @@ out as an FAQ (app.kb.faq_pages). What the page keeps of the document:
 - paragraphs styled as headings (``Heading 1`` ... ``Heading 6``, by the style's name in
   ``word/styles.xml``, which Word writes in English whatever the document's language, or by
   the style's outline level) become ``<h1>`` ... ``<h6>``; a short paragraph wholly in bold
-  becomes an ``<h3>``, as people who do not use heading styles write their questions;
+  that does not end as a sentence does (``.``, ``!``, ``:``...) becomes an ``<h3>``, as people
+  who do not use heading styles write their questions;
 - the ``Title`` paragraph, else the document's title property (``docProps/core.xml``), else
   the first heading, else the file's name, is the title;
 - bold, italic and underlined runs (written on the run or by its character style, such as
@@ -39,8 +40,10 @@ R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 # A part larger than this is not a document people wrote by hand: refused, not unpacked.
 MAX_PART_BYTES = 256 * 1024**2
-# A paragraph wholly in bold and at most this long is a heading.
+# A paragraph wholly in bold and at most this long is a heading, unless it ends as a sentence
+# or a lead-in does (a bold warning inside an answer, a bold label before a list).
 BOLD_HEADING_MAX_CHARS = 200
+_SENTENCE_ENDS = (".", "!", ":", ";", ",")
 _HEADING_STYLE = re.compile(r"heading\s*([1-6])\Z", re.IGNORECASE)
 # What holds runs inside a paragraph and is read through: inserted and moved-in text of tracked
 # changes, smart tags, content controls, simple fields (their result).
@@ -263,7 +266,7 @@ class _Writer:
         elif level is not None:
             self.first_heading = self.first_heading or text
             self.lines.append(f"<h{level}>{html}</h{level}>")
-        elif all_bold and len(text) <= BOLD_HEADING_MAX_CHARS:
+        elif all_bold and len(text) <= BOLD_HEADING_MAX_CHARS and not text.endswith(_SENTENCE_ENDS):
             self.lines.append(f"<h3>{html}</h3>")
         else:
             self.lines.append(f"<p>{html}</p>")
