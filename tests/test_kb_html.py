@@ -811,6 +811,32 @@ def test_question_headings_split_a_page(db_url, write_kb_file):
         assert gone not in everything, gone
 
 
+def test_question_and_answer_marks_are_taken_off(db_url, write_kb_file):
+    page = write_kb_file(
+        "faq.html",
+        "<html><head><title>FAQ</title></head><body><main><h1>FAQ</h1>"
+        "<h2>Q: How do I reset my PIN?</h2><p><strong>A:</strong> Open the app.</p>"
+        "<h2>Q2. What are my limits?</h2><p>A. 5,000 EUR a day.</p>"
+        "<h2>Can I pay contactless?</h2><p>A: yes, as written.</p></main></body></html>",
+    )
+    markdown = write_kb_file(
+        "more.md",
+        "# More\n\n## Q: Where is my card?\n\n**A:** On its way.\n\n"
+        "## Question 2: Is it free?\n\nAnswer: Yes.\n\n## Q: Can I freeze it?\n\nA list of "
+        "steps follows.\n",
+    )
+    run_import(db_url, [page, markdown])
+    assert {a.title: a.body for a in articles(db_url).values()} == {
+        "How do I reset my PIN?": "<p>Open the app.</p>",
+        "What are my limits?": "<p>5,000 EUR a day.</p>",
+        # without a question's mark, an answer's is its own text
+        "Can I pay contactless?": "<p>A: yes, as written.</p>",
+        "Where is my card?": "On its way.",
+        "Is it free?": "Yes.",
+        "Can I freeze it?": "A list of steps follows.",
+    }
+
+
 def test_broken_json_ld_falls_back_to_the_question_headings(db_url, write_kb_file):
     broken = (
         '<script type="application/ld+json">\n{"@type": "FAQPage",\n "mainEntity": [}\n</script>\n'

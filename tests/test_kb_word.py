@@ -213,6 +213,26 @@ def test_questions_in_bold_split_a_document_without_heading_styles(db_url, tmp_p
     )
 
 
+def test_numbered_questions_with_their_marks(db_url, tmp_path):
+    """Questions numbered by Word and marked "Q:", answers marked "A:" (the marks go)."""
+    path = docx(
+        tmp_path / "faq.docx",
+        p(r("Q: How do I reset my PIN?", "b"), num=(2, 0)),
+        p(r("A:", "b"), r(" Open the app and choose Security.")),
+        p(r("Q: What are my card limits?", "b"), num=(2, 0)),
+        p(r("A: 5,000 EUR a day.")),
+        p(r("Q: Can I pay contactless?", "b"), num=(2, 0)),
+        p(r("A: Yes.")),
+    )
+    run_import(db_url, [path])
+    stored = articles(db_url)
+    assert {a.title: a.body for a in stored.values()} == {
+        "How do I reset my PIN?": "<p>Open the app and choose Security.</p>",
+        "What are my card limits?": "<p>5,000 EUR a day.</p>",
+        "Can I pay contactless?": "<p>Yes.</p>",
+    }
+
+
 def test_a_guide_is_one_article_titled_by_its_title_property_else_its_name(db_url, tmp_path):
     guide = docx(
         tmp_path / "guide.docx",

@@ -24,7 +24,8 @@ Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced cod
 
 Every article gets the page's category and tags (``<meta>``, or the front matter with its
 ``published``), the file as source with ``#id`` when its question has an id, and a slug derived
-from the question. An answer without text is an error on the question's line (the element's
+from the question. A question's mark ("Q:", "Q3.") is taken off its title, and then an answer's
+("A:") off its answer. An answer without text is an error on the question's line (the element's
 start tag; for JSON-LD the line of its ``name``, else of the script). A page none of the rules
 apply to is one article, as before.
 """
@@ -91,6 +92,24 @@ def _question_level(headings: Iterable[tuple[int, str]], levels: tuple[int, ...]
     return next((level for level in levels if counts[level] >= MIN_QUESTIONS), None)
 
 
+# The marks some FAQs put before each question and its answer ("Q: How do I...?" or "Q3.",
+# then "A: You can..."): a question's is taken off its title, and then its answer's off the
+# start of the answer (as text, in a first paragraph, in bold).
+_Q_MARK = re.compile(r"\A(?:q|question)\s*\d*\s*[:.)]\s+(?=\S)", re.IGNORECASE)
+_A_MARK = re.compile(
+    r"\A(\s*(?:<p>)?\s*)(?:<b>|<strong>|\*\*)?(?:a|answer)\s*[:.)]\s*(?:</b>|</strong>|\*\*)?\s*",
+    re.IGNORECASE,
+)
+
+
+def _unmarked(title: str, body: str) -> tuple[str, str]:
+    """``title`` and ``body`` without a question's and an answer's marks."""
+    mark = _Q_MARK.match(title)
+    if mark is None:
+        return title, body
+    return title[mark.end() :], _A_MARK.sub(r"\1", body, count=1)
+
+
 def _rows(
     items: list[FaqItem], common: dict[str, object], source: str, display: str, problems: Problems
 ) -> list[SourceRow]:
@@ -101,10 +120,11 @@ def _rows(
             reason = f"question {item.title!r} has no answer"
             problems.add(display, item.line, f"{item.label}: {reason}" if item.label else reason)
             continue
+        title, body = _unmarked(item.title, item.body)
         fields: dict[str, object] = {
             **common,
-            "title": item.title,
-            "body": item.body,
+            "title": title,
+            "body": body,
             "source": f"{source}#{item.anchor}" if item.anchor else source,
         }
         if item.alternates:

@@ -9,7 +9,8 @@ out as an FAQ (app.kb.faq_pages). What the page keeps of the document:
   ``word/styles.xml``, which Word writes in English whatever the document's language, or by
   the style's outline level) become ``<h1>`` ... ``<h6>``; a short paragraph wholly in bold
   that does not end as a sentence does (``.``, ``!``, ``:``...) becomes an ``<h3>``, as people
-  who do not use heading styles write their questions;
+  who do not use heading styles write their questions, and so does a numbered question in
+  bold;
 - the ``Title`` paragraph, else the document's title property (``docProps/core.xml``), else
   the first heading, else the file's name, is the title;
 - bold, italic and underlined runs (written on the run or by its character style, such as
@@ -44,6 +45,8 @@ MAX_PART_BYTES = 256 * 1024**2
 # or a lead-in does (a bold warning inside an answer, a bold label before a list).
 BOLD_HEADING_MAX_CHARS = 200
 _SENTENCE_ENDS = (".", "!", ":", ";", ",")
+# A numbered question in bold ("1. How do I...?" numbered by Word) is a heading, not a list item.
+_QUESTION_ENDS = ("?", "\uff1f", "\u061f")
 _HEADING_STYLE = re.compile(r"heading\s*([1-6])\Z", re.IGNORECASE)
 # What holds runs inside a paragraph and is read through: inserted and moved-in text of tracked
 # changes, smart tags, content controls, simple fields (their result).
@@ -252,7 +255,7 @@ class _Writer:
             level = (level_el.get(W + "val") if level_el is not None else "") or "0"
             # numId 0 takes a list style's numbering off the paragraph
             listed = (num_id, int(level) if level.isdigit() else 0) if num_id != "0" else None
-        if listed is not None and text:
+        if listed is not None and text and not (all_bold and text.endswith(_QUESTION_ENDS)):
             self._item(html, *listed)
             return
         self._close_lists()
