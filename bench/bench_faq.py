@@ -18,6 +18,9 @@ Data sets (``--set``):
   article inside the site's header, breadcrumbs and footer, with the site's name in every
   ``<title>``; a page per section listing its articles; a home page; the request form and
   sign-in pages every article links to), imported as a folder and asked the same queries.
+- ``demo-word``: the demo ``knowledge_base/`` as one Word manual (a chapter per section of
+  the help centre, a section per article), imported as the ``.docx`` and asked the same
+  queries.
 - ``demo-confluence``: the demo ``knowledge_base/`` as a Confluence space exported to HTML
   (``index.html`` with the space's page tree, a home page, a page per section listing its
   children, each article in the export's layout with the space's name in its title), imported
@@ -443,6 +446,94 @@ def demo_confluence(work: Path) -> tuple[Path, list[tuple[str, str]], list[str],
     return space_dir, queries, oos, described
 
 
+_W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+_WORD_STYLES = "".join(
+    f'<w:style w:type="paragraph" w:styleId="{sid}"><w:name w:val="{name}"/></w:style>'
+    for sid, name in (("Title", "Title"), ("Heading1", "heading 1"), ("Heading2", "heading 2"))
+)
+
+
+def _word_paragraphs(markdown: str) -> list[tuple[str | None, str]]:
+    """(list or None, text) for each paragraph of a demo article's Markdown: its list items
+    as bulleted items, its inline marks dropped."""
+    paragraphs: list[tuple[str | None, str]] = []
+    for block in markdown.split("\n\n"):
+        lines = [line.strip() for line in block.strip().splitlines() if line.strip()]
+        if lines and all(line.startswith(("- ", "* ")) for line in lines):
+            paragraphs += [("bullet", line[2:]) for line in lines]
+        elif lines:
+            paragraphs.append((None, " ".join(lines)))
+    return [(kind, text.replace("**", "").replace("*", "")) for kind, text in paragraphs]
+
+
+def _write_word(path: Path, title: str, chapters: dict[str, list[tuple[str, str]]]) -> None:
+    """A .docx as Word lays one out: a Title, a Heading 1 per chapter, a Heading 2 per
+    section, its paragraphs and bulleted items."""
+    import zipfile
+
+    def para(text: str, style: str | None = None, bullet: bool = False) -> str:
+        props = f'<w:pStyle w:val="{style}"/>' if style else ""
+        if bullet:
+            props += '<w:numPr><w:ilvl w:val="0"/><w:numId w:val="1"/></w:numPr>'
+        props = f"<w:pPr>{props}</w:pPr>" if props else ""
+        return f'<w:p>{props}<w:r><w:t xml:space="preserve">{escape(text)}</w:t></w:r></w:p>'
+
+    body = [para(title, "Title")]
+    for chapter, sections in chapters.items():
+        body.append(para(chapter, "Heading1"))
+        for heading, markdown in sections:
+            body.append(para(heading, "Heading2"))
+            body += [
+                para(text, bullet=kind is not None) for kind, text in _word_paragraphs(markdown)
+            ]
+    numbering = (
+        f'<w:numbering xmlns:w="{_W}"><w:abstractNum w:abstractNumId="0"><w:lvl w:ilvl="0">'
+        '<w:numFmt w:val="bullet"/></w:lvl></w:abstractNum><w:num w:numId="1">'
+        '<w:abstractNumId w:val="0"/></w:num></w:numbering>'
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(
+            "[Content_Types].xml",
+            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="xml" ContentType="application/xml"/></Types>',
+        )
+        archive.writestr(
+            "word/document.xml",
+            f'<w:document xmlns:w="{_W}"><w:body>{"".join(body)}</w:body></w:document>',
+        )
+        archive.writestr("word/styles.xml", f'<w:styles xmlns:w="{_W}">{_WORD_STYLES}</w:styles>')
+        archive.writestr("word/numbering.xml", numbering)
+
+
+def demo_word(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    """The demo KB as one Word manual: a chapter (Heading 1) per section of the help centre,
+    a section (Heading 2) per article, its paragraphs and bulleted lists. Asked BANKING77 TEST
+    like ``demo-plain``; an answer is right when it is the section of the article of the
+    query's category (found by its title)."""
+    chapters: dict[str, list[tuple[str, str]]] = {}
+    category_of_title: dict[str, str] = {}
+    for path in sorted((ROOT / "knowledge_base").glob("*.md")):
+        _, front, body = path.read_text(encoding="utf-8").split("---", 2)
+        meta = yaml.safe_load(front)
+        chapter = (meta.get("tags") or ["general"])[0].replace("-", " ").title()
+        chapters.setdefault(chapter, []).append((meta["title"], body.strip()))
+        category_of_title[meta["category"]] = meta["title"]
+    manual = work / "Northwind Help manual.docx"
+    _write_word(manual, "Northwind Help manual", chapters)
+    queries = [
+        (r["text"], category_of_title[r["category"]])
+        for r in _read_csv(BANKING77 / "test.csv")
+        if r["category"] in category_of_title
+    ]
+    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
+    return (
+        manual,
+        queries,
+        oos,
+        {"kb": "knowledge_base/ as one Word manual", "queries": "BANKING77 test"},
+    )
+
+
 def faq_set(
     folder_name: str, alternates: bool
 ) -> Callable[[Path], tuple[Path, list[tuple[str, str]], list[str], dict]]:
@@ -579,6 +670,7 @@ SETS = {
     "demo-plain": demo_plain,
     "demo-site": demo_site,
     "demo-confluence": demo_confluence,
+    "demo-word": demo_word,
     "tasklane-plain": faq_set("tasklane_faq", False),
     "tasklane-alternates": faq_set("tasklane_faq", True),
     "parcelpost-plain": faq_set("parcelpost_faq", False),

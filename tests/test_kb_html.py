@@ -811,6 +811,19 @@ def test_question_headings_split_a_page(db_url, write_kb_file):
         assert gone not in everything, gone
 
 
+def test_a_page_mostly_of_topic_headings_is_not_split_at_its_few_questions(db_url, write_kb_file):
+    """Split at its 3 questions, a guide's 4 topic sections would be dropped."""
+    sections = ["Card limits", "How do I freeze a card?", "Travel", "Why was I charged?"]
+    sections += ["Fees", "Can I pay contactless?", "Statements"]
+    main = "".join(f"<h2>{t}</h2><p>About {t.lower()}.</p>" for t in sections)
+    path = write_kb_file(
+        "guide.html", f"<html><head><title>Card guide</title></head><body><main>{main}</main>"
+    )
+    run_import(db_url, [path])
+    (guide,) = articles(db_url).values()
+    assert guide.title == "Card guide" and "About statements." in guide.body
+
+
 def test_question_and_answer_marks_are_taken_off(db_url, write_kb_file):
     page = write_kb_file(
         "faq.html",

@@ -40,6 +40,8 @@ STYLES = (
     '<w:pPr><w:outlineLvl w:val="0"/></w:pPr><w:rPr><w:b/><w:bCs/></w:rPr></w:style>'
     '<w:style w:type="paragraph" w:styleId="berschrift2"><w:name w:val="heading 2"/>'
     "</w:style>"
+    '<w:style w:type="paragraph" w:styleId="berschrift3"><w:name w:val="heading 3"/>'
+    "</w:style>"
     # a style of the document's own that Word's outline shows at level 2
     '<w:style w:type="paragraph" w:customStyle="1" w:styleId="Frage"><w:name w:val="Frage"/>'
     '<w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style>'
@@ -250,6 +252,74 @@ def test_a_guide_is_one_article_titled_by_its_title_property_else_its_name(db_ur
         "go.</p>"
     )
     assert stored["opening-hours"].body == "<p>Branches are open from 9am to 5pm on weekdays.</p>"
+
+
+def _words(topic: str, count: int) -> str:
+    return " ".join(f"{topic}{n % 7}" for n in range(count)) + "."
+
+
+def test_a_long_document_in_sections_gives_an_article_per_section(db_url, tmp_path):
+    """A manual: its sections at the shallowest level with 3 or more headings are articles,
+    a deeper heading stays in its section, a chapter heading above them ends one, and the
+    opening text is an article of the document's title."""
+    path = docx(
+        tmp_path / "handbook.docx",
+        p(r("Northwind card handbook"), style="Titel"),
+        p(r(_words("intro", 60))),
+        p(r("Cards"), style="berschrift1"),
+        p(r(_words("chapter", 40))),
+        p(r("Card limits"), style="berschrift2"),
+        p(r(_words("limit", 300))),
+        p(r("Lost cards"), style="berschrift2"),
+        p(r(_words("lost", 300))),
+        p(r("Abroad"), style="berschrift3"),
+        p(r(_words("abroad", 100))),
+        p(r("Transfers"), style="berschrift1"),
+        p(r("Fees"), style="berschrift2"),
+        p(r(_words("fee", 300))),
+        p(r("Coming soon"), style="berschrift2"),
+    )
+    report = run_import(db_url, [path])
+    # the opening and 3 sections; "Coming soon" has no text, the chapters' own text is left
+    assert report.notes == [f"{path}:1: document in sections: 4 sections read as 4 articles"]
+    stored = articles(db_url)
+    assert sorted((a.title, a.body.split(" ")[0]) for a in stored.values()) == [
+        ("Card limits", "<p>limit0"),
+        ("Fees", "<p>fee0"),
+        ("Lost cards", "<p>lost0"),
+        ("Northwind card handbook", "<p>intro0"),
+    ]
+    assert "<h3>Abroad</h3>" in stored["lost-cards"].body
+    assert "chapter0" not in "".join(a.body for a in stored.values())
+    # the same document short of the length stays one article
+    short = docx(
+        tmp_path / "short.docx",
+        p(r("Card basics"), style="Titel"),
+        *(p(r(t), style="berschrift2") for t in ("Limits", "Lost cards", "Fees")),
+        p(r("Short.")),
+    )
+    run_import(db_url, [short])
+    assert "<h2>Lost cards</h2>" in articles(db_url)["card-basics"].body
+
+
+def test_a_manual_of_long_chapters_is_read_by_its_sections(db_url, tmp_path):
+    """Chapters of 750 words are manuals of their own: their 9 sections are the articles;
+    chapters of 400 words are the articles."""
+    blocks = []
+    for chapter in ("Cards", "Transfers", "Account"):
+        blocks.append(p(r(chapter), style="berschrift1"))
+        for section in range(3):
+            blocks += [p(r(f"{chapter} {section}"), style="berschrift2")]
+            blocks += [p(r(_words(chapter.lower(), 250)))]
+    run_import(db_url, [docx(tmp_path / "manual.docx", *blocks)])
+    assert len(articles(db_url)) == 9
+    short = []
+    for chapter in ("Fees", "Savings", "Loans"):  # one section of 400 words each
+        short += [p(r(chapter), style="berschrift1"), p(r(f"{chapter} 0"), style="berschrift2")]
+        short += [p(r(_words(chapter.lower(), 400)))]
+    run_import(db_url, [docx(tmp_path / "short" / "manual.docx", *short)])
+    assert {"fees", "savings", "loans"} <= set(articles(db_url))
+    assert "<h2>Fees 0</h2>" in articles(db_url)["fees"].body
 
 
 def test_lists_and_emphasis_given_by_styles(db_url, tmp_path):

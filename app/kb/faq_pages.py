@@ -9,7 +9,8 @@ rule that applies decides:
    ``name`` is a title (HTML stripped) and its ``acceptedAnswer``'s ``text`` (HTML) the body. A
    script that is not valid JSON is ignored, with a note when it mentions ``FAQPage``.
 2. Question headings: in the page's content (as app.kb.html_pages finds it), the shallowest of
-   ``<h2>``, ``<h3>``, ``<h4>`` with at least 3 headings ending in "?". Each of those starts an
+   ``<h2>``, ``<h3>``, ``<h4>`` with at least 3 headings ending in "?", and no fewer of them
+   than of its other headings (a document mostly of topic headings is no FAQ). Each of those starts an
    article whose body is what follows it up to the next heading of that level or a higher one.
    Content before the first is not an article; a heading of that level not ending in "?" ends
    an answer without starting one.
@@ -18,6 +19,9 @@ rule that applies decides:
    lists with at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the
    ``<dd>``s after it, and ``<dt>``s in a row share them (the first is the title, the others
    alternate questions).
+
+A Word document that is none of these and is long, a manual, is read in sections instead
+(``section_rows``): one article per heading of its shallowest level with 3 or more.
 
 Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
 ``{#id}`` gives one an id).
@@ -87,9 +91,22 @@ def _question(text: str) -> str | None:
 
 
 def _question_level(headings: Iterable[tuple[int, str]], levels: tuple[int, ...]) -> int | None:
-    """The first of ``levels`` with at least MIN_QUESTIONS question headings (level, text)."""
-    counts = Counter(level for level, text in headings if _question(text) is not None)
-    return next((level for level in levels if counts[level] >= MIN_QUESTIONS), None)
+    """The first of ``levels`` with at least MIN_QUESTIONS question headings (level, text),
+    and at least as many questions as other headings: a document whose headings are mostly
+    topics ("Card limits") is not an FAQ, and splitting it at its few questions would drop
+    the topics' text."""
+    questions, others = Counter(), Counter()
+    for level, text in headings:
+        if text.strip():
+            (questions if _question(text) is not None else others)[level] += 1
+    return next(
+        (
+            level
+            for level in levels
+            if questions[level] >= MIN_QUESTIONS and questions[level] >= others[level]
+        ),
+        None,
+    )
 
 
 # The marks some FAQs put before each question and its answer ("Q: How do I...?" or "Q3.",
@@ -111,9 +128,15 @@ def _unmarked(title: str, body: str) -> tuple[str, str]:
 
 
 def _rows(
-    items: list[FaqItem], common: dict[str, object], source: str, display: str, problems: Problems
+    items: list[FaqItem],
+    common: dict[str, object],
+    source: str,
+    display: str,
+    problems: Problems,
+    split: str = "FAQ page",
 ) -> list[SourceRow]:
-    """One row per item, with the page's ``common`` fields; a note says the page was split."""
+    """One row per item, with the page's ``common`` fields; a note says the page was split
+    (``split``: as what)."""
     rows = []
     for item in items:
         if item.empty:
@@ -130,12 +153,12 @@ def _rows(
         if item.alternates:
             fields["questions"] = item.alternates
         rows.append(SourceRow(display, item.line, fields, label=item.label))
-    questions = sum(1 + len(item.alternates) for item in items)
-    problems.note(
-        display,
-        1,
-        f"FAQ page: {counted(questions, 'question')} read as {counted(len(items), 'article')}",
-    )
+    if split == "FAQ page":
+        questions = sum(1 + len(item.alternates) for item in items)
+        found = counted(questions, "question")
+    else:
+        found = counted(len(items), "section")
+    problems.note(display, 1, f"{split}: {found} read as {counted(len(rows), 'article')}")
     return rows
 
 
@@ -155,6 +178,51 @@ def html_faq_rows(
     if not items:
         return None
     return _rows(items, page_meta_fields(root), display, display, problems)
+
+
+# A long document (a Word manual) in sections: one article per section.
+MIN_SECTIONS = 3
+LONG_DOCUMENT_WORDS = 1000
+SECTION_LEVELS = (1, 2, 3)
+SECTION_WORDS = 500  # at most, on average: an answer, not a chapter
+
+
+def section_rows(
+    root: Node, title: str, display: str, problems: Problems
+) -> list[SourceRow] | None:
+    """The articles of a long document in sections, or None when it is not one: at least
+    ``LONG_DOCUMENT_WORDS`` words and at least ``MIN_SECTIONS`` headings at one of
+    ``SECTION_LEVELS`` (the document's ``title`` is not among its headings): the shallowest
+    such level whose sections hold at most ``SECTION_WORDS`` words on average, else the
+    deepest (a manual's chapters are read by their sections). Each
+    such heading starts an article titled by it, whose body is what follows up to the next
+    heading of that level or a higher one; what precedes the first is an article with the
+    document's title when it has text. A section with no text is left out."""
+    content = page_content(root)
+    words = len(content.text().split())
+    if words < LONG_DOCUMENT_WORDS:
+        return None
+    headings = [node for node in _elements(content) if node.tag in _HEADINGS]
+    counts = Counter(_HEADINGS[h.tag] for h in headings if h.text())
+    levels = [n for n in SECTION_LEVELS if counts[n] >= MIN_SECTIONS]
+    if not levels:
+        return None
+    # chapters that are each a manual of their own are read by their sections
+    level = next((n for n in levels if words / counts[n] <= SECTION_WORDS), levels[-1])
+    answers: dict[Node, Node | None] = {}
+    sections: list[tuple[Node, Node]] = []
+    for heading in headings:
+        if _HEADINGS[heading.tag] <= level:
+            starts = _HEADINGS[heading.tag] == level and bool(heading.text())
+            answers[heading] = Node("#answer") if starts else None
+            if starts:
+                sections.append((heading, answers[heading]))
+    lead = Node("#answer")
+    _Splitter(content, answers, lead).visit(content)
+    items = [_html_item(h.text(), answer, h.line, _anchor(h)) for h, answer in sections]
+    opening = _html_item(title, lead, 1, None)
+    kept = ([] if opening.empty else [opening]) + [item for item in items if not item.empty]
+    return _rows(kept, page_meta_fields(root), display, display, problems, "document in sections")
 
 
 def _elements(root: Node, leaves: frozenset[str] = frozenset()) -> Iterator[Node]:
@@ -219,10 +287,12 @@ class _Splitter:
     drops it (None). An element holding one of the headings is copied in part: a shallow copy
     in each answer it contributes to, made when its first content is."""
 
-    def __init__(self, content: Node, answers: dict[Node, Node | None]) -> None:
+    def __init__(
+        self, content: Node, answers: dict[Node, Node | None], lead: Node | None = None
+    ) -> None:
         self.answers = answers
         self.holders = _holders(content, answers)
-        self.answer: Node | None = None
+        self.answer: Node | None = lead  # what precedes the first heading goes here
         self.path: list[Node] = []  # the holders around the current position
         self.copies: list[Node] = []  # their copies in the current answer, outermost first
 

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from app.kb.archives import Progress, unpack_zip
-from app.kb.faq_pages import html_faq_rows, markdown_faq_rows
+from app.kb.faq_pages import html_faq_rows, markdown_faq_rows, section_rows
 from app.kb.html_pages import (
     HTML_SUFFIXES,
     LINK_LIST_MIN_LINKS,
@@ -964,13 +964,15 @@ def read_word_document(path: Path, display: str, problems: Problems, on_bytes: B
         problems.add(display, 1, str(exc))
         return
     on_bytes(path.stat().st_size)
-    yield from _html_page_rows(text, display, problems)
+    yield from _html_page_rows(text, display, problems, sections=True)
 
 
-def _html_page_rows(text: str, display: str, problems: Problems) -> Iterator[SourceRow]:
+def _html_page_rows(
+    text: str, display: str, problems: Problems, sections: bool = False
+) -> Iterator[SourceRow]:
     """The rows of a page's HTML: none for a page that is no answer (a Confluence export's
     table of contents, a form, a list of links, each with a warning), one per question of an
-    FAQ page, else one."""
+    FAQ page, with ``sections`` one per section of a long document in sections, else one."""
     root = parse_html(text)
     if space_contents(root):
         problems.warn(
@@ -990,6 +992,11 @@ def _html_page_rows(text: str, display: str, problems: Problems) -> Iterator[Sou
     if fields is None:
         problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
         return
+    if sections:
+        rows = section_rows(root, str(fields["title"]), display, problems)
+        if rows is not None:
+            yield from rows
+            return
     fields["source"] = display
     form = form_to_fill(root, str(fields["body"]))
     if form is not None:

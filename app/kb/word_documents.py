@@ -2,8 +2,9 @@
 its successors take them.
 
 A ``.docx`` is a zip of XML parts. Its body (``word/document.xml``) is written as a page of HTML
-and read like any page (app.kb.html_pages): one article, or one per question when it is laid
-out as an FAQ (app.kb.faq_pages). What the page keeps of the document:
+and read like any page (app.kb.html_pages): one article, one per question when it is laid out
+as an FAQ, or one per section when it is a long document in sections, a manual
+(app.kb.faq_pages). What the page keeps of the document:
 
 - paragraphs styled as headings (``Heading 1`` ... ``Heading 6``, by the style's name in
   ``word/styles.xml``, which Word writes in English whatever the document's language, or by
@@ -11,8 +12,8 @@ out as an FAQ (app.kb.faq_pages). What the page keeps of the document:
   that does not end as a sentence does (``.``, ``!``, ``:``...) becomes an ``<h3>``, as people
   who do not use heading styles write their questions, and so does a numbered question in
   bold;
-- the ``Title`` paragraph, else the document's title property (``docProps/core.xml``), else
-  the first heading, else the file's name, is the title;
+- the ``Title`` paragraph (not repeated in the body), else the document's title property
+  (``docProps/core.xml``), else the first heading, else the file's name, is the title;
 - bold, italic and underlined runs (written on the run or by its character style, such as
   ``Strong``; a paragraph style's bold is its look, and only makes a heading), line breaks,
   hyperlinks to web addresses (``word/_rels/document.xml.rels``), bulleted and numbered lists
@@ -263,8 +264,10 @@ class _Writer:
             self.lines.append("")
             return
         level = self.styles.level.get(style)
-        if style in self.styles.title:
-            self.title = self.title or text
+        if style in self.styles.title and self.title is None:
+            self.title = text  # the page's <title>, not a heading among the others
+            self.lines.append("")
+        elif style in self.styles.title:
             self.lines.append(f"<h1>{html}</h1>")
         elif level is not None:
             self.first_heading = self.first_heading or text
