@@ -66,7 +66,8 @@ INDEX = """<!DOCTYPE html>
     <body class="theme-default aui-theme-default">
         <div id="page"><div id="main" class="aui-page-panel">
             <div id="main-header">
-                <h1 id="title-heading" class="pagetitle"><span id="title-text">Space Details:</span></h1>
+                <h1 id="title-heading" class="pagetitle">
+                <span id="title-text">Space Details:</span></h1>
             </div>
             <div id="content">
                 <div id="main-content" class="pageSection">

@@ -92,7 +92,8 @@ def p(*runs: str, style: str | None = None, num: tuple[int, int] | None = None) 
     if num:
         props += f'<w:numPr><w:ilvl w:val="{num[1]}"/><w:numId w:val="{num[0]}"/></w:numPr>'
     props = f"<w:pPr>{props}</w:pPr>" if props else ""
-    return f'<w:p w14:paraId="1A2B3C4D" w:rsidR="00A1" w:rsidRDefault="00A1">{props}{"".join(runs)}</w:p>'
+    revision = 'w14:paraId="1A2B3C4D" w:rsidR="00A1" w:rsidRDefault="00A1"'
+    return f"<w:p {revision}>{props}{''.join(runs)}</w:p>"
 
 
 def r(text: str, *marks: str) -> str:

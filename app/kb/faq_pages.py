@@ -10,10 +10,10 @@ rule that applies decides:
    script that is not valid JSON is ignored, with a note when it mentions ``FAQPage``.
 2. Question headings: in the page's content (as app.kb.html_pages finds it), the shallowest of
    ``<h2>``, ``<h3>``, ``<h4>`` with at least 3 headings ending in "?", and no fewer of them
-   than of its other headings (a document mostly of topic headings is no FAQ). Each of those starts an
-   article whose body is what follows it up to the next heading of that level or a higher one.
-   Content before the first is not an article; a heading of that level not ending in "?" ends
-   an answer without starting one.
+   than of its other headings (a document mostly of topic headings is no FAQ). Each of those
+   starts an article whose body is what follows it up to the next heading of that level or a
+   higher one. Content before the first is not an article; a heading of that level not ending
+   in "?" ends an answer without starting one.
 3. Accordions: ``<details>`` blocks with a ``<summary>`` (at least 3: an article with one or two
    accordions stays one article; a ``<details>`` inside an answer stays in it), else ``<dl>``
    lists with at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the

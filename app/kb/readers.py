@@ -14,8 +14,8 @@
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
   then the body; HTML pages (app.kb.html_pages); Word documents, read as the pages they are
-  written as (app.kb.word_documents). A folder is searched recursively for all three,
-  and a zip archive is read as the folder it holds (app.kb.archives). An FAQ page, in any of them,
+  written as (app.kb.word_documents). A folder is searched recursively for all three, and a
+  zip archive is read as the folder it holds (app.kb.archives). An FAQ page, in any of them,
   gives one article per question (app.kb.faq_pages); a page that only lists links to other
   pages, a form to fill in and a Confluence export's table of contents give none, with a
   warning.
@@ -1132,8 +1132,8 @@ def expand_paths(
     unpacking: Callable[[int], AbstractContextManager[Progress]] | None = None,
 ) -> list[tuple[Path, str]]:
     """(file, display name) for every file to read; folders give their Markdown, HTML and Word
-    documents, and so do zip archives, unpacked under ``unpack_to`` (app.kb.archives; ``unpacking(total
-    bytes)`` gives a progress bar)."""
+    documents, and so do zip archives, unpacked under ``unpack_to`` (app.kb.archives;
+    ``unpacking(total bytes)`` gives a progress bar)."""
     files: list[tuple[Path, str]] = []
     for n, path in enumerate(paths):
         display = display_name(path)
