@@ -194,10 +194,11 @@ def section_rows(
     ``LONG_DOCUMENT_WORDS`` words and at least ``MIN_SECTIONS`` headings at one of
     ``SECTION_LEVELS`` (the document's ``title`` is not among its headings): the shallowest
     such level whose sections hold at most ``SECTION_WORDS`` words on average, else the
-    deepest (a manual's chapters are read by their sections). Each
-    such heading starts an article titled by it, whose body is what follows up to the next
-    heading of that level or a higher one; what precedes the first is an article with the
-    document's title when it has text. A section with no text is left out."""
+    deepest (a manual's chapters are read by their sections). Each such heading starts an
+    article titled by it, whose body is what follows up to the next heading of that level or a
+    higher one; what precedes the first is an article with the document's title when it has
+    text. A section with no text is left out, and so is the text under a heading of a higher
+    level (a chapter's own) before its first section."""
     content = page_content(root)
     words = len(content.text().split())
     if words < LONG_DOCUMENT_WORDS:
