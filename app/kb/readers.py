@@ -601,16 +601,28 @@ def _assets(text: str, pos: int, key: str, display: str, problems: Problems):
     return walked[0]
 
 
+def _export_record(
+    obj: object, label: str, display: str, line: int, problems: Problems, id_key: str = ""
+) -> tuple[dict, str] | None:
+    """``obj`` as a record of an export (an object) and its label, which names its ``id_key``
+    when it has one (``[3] (id 42)``); None after reporting anything else."""
+    if not isinstance(obj, dict):
+        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+        return None
+    if id_key and obj.get(id_key) is not None:
+        label = f"{label} ({id_key} {obj[id_key]})"
+    return obj, label
+
+
 def _zendesk_article(
     obj: object, label: str, display: str, line: int, problems: Problems
 ) -> SourceRow | None:
     """title, body (HTML), html_url -> source, section_id -> category ``section-<id>``,
     label_names -> tags, draft -> unpublished; the slug comes from the title."""
-    if not isinstance(obj, dict):
-        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+    record = _export_record(obj, label, display, line, problems, "id")
+    if record is None:
         return None
-    if obj.get("id") is not None:
-        label = f"{label} (id {obj['id']})"
+    obj, label = record
     body, page = obj.get("body"), obj.get("html_url")
     if isinstance(body, str):
         body = html_fragment(body, page if isinstance(page, str) else None)
@@ -661,11 +673,10 @@ def _freshdesk_article(
     /api/v2/solutions/folders/{id}/articles``): title, description (HTML) -> body, status 2
     -> published and 1 -> draft, tags, folder_id -> category ``folder-<id>``; the slug comes
     from the title. Votes, hits, SEO data, the hierarchy and timestamps are not stored."""
-    if not isinstance(obj, dict):
-        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+    record = _export_record(obj, label, display, line, problems, "id")
+    if record is None:
         return None
-    if obj.get("id") is not None:
-        label = f"{label} (id {obj['id']})"
+    obj, label = record
     body = obj.get("description")
     if isinstance(body, str):
         body = html_fragment(body)
@@ -717,9 +728,10 @@ def _qna_item(
     (Markdown), ``source``, ``metadata`` (``name``/``value`` pairs or an object, read like the
     TSV's Metadata). Active-learning suggestions, prompts (``context``, ``dialog``), timestamps
     and the id are not stored; the slug comes from the metadata or the title."""
-    if not isinstance(obj, dict):
-        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+    record = _export_record(obj, label, display, line, problems)
+    if record is None:
         return None
+    obj = record[0]
     item = {str(k).casefold(): v for k, v in obj.items()}
     if item.get("id") is not None:
         label = f"{label} (id {item['id']})"
@@ -763,9 +775,10 @@ def _kendra_faq(
     """An Amazon Kendra FAQ document (``FaqDocuments`` item), keys in any case: ``Question``,
     ``Answer``, and in ``Attributes`` the reserved ``_source_uri`` (source) and ``_category``;
     other attributes and the access control list are not stored."""
-    if not isinstance(obj, dict):
-        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+    record = _export_record(obj, label, display, line, problems)
+    if record is None:
         return None
+    obj = record[0]
     item = {str(k).casefold(): v for k, v in obj.items()}
     attributes = item.get("attributes")
     if attributes is None:
@@ -788,11 +801,10 @@ def _qnabot_item(
     """An item of a QnABot on AWS export (``qna`` list): ``q`` its questions (the first is the
     title), ``a`` the answer, or ``alt.markdown`` where the item has one, ``t`` (topic) the
     category; ``qid`` names it in messages. Response cards, SSML and the rest are not stored."""
-    if not isinstance(obj, dict):
-        problems.add(display, line, f"{label}: expected an object, found {type(obj).__name__}")
+    record = _export_record(obj, label, display, line, problems, "qid")
+    if record is None:
         return None
-    if obj.get("qid") is not None:
-        label = f"{label} (qid {obj['qid']})"
+    obj, label = record
     questions = obj.get("q")
     if isinstance(questions, str):
         questions = [questions]
