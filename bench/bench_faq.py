@@ -80,6 +80,20 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def _asked_banking77(
+    kb: Path, key_of_category: dict[str, str], described: str
+) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    """A demo-KB set: ``kb`` asked BANKING77 TEST, each query expecting the article
+    ``key_of_category`` names for its category, and our out-of-scope test queries."""
+    queries = [
+        (r["text"], key_of_category[r["category"]])
+        for r in _read_csv(BANKING77 / "test.csv")
+        if r["category"] in key_of_category
+    ]
+    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
+    return kb, queries, oos, {"kb": described, "queries": "BANKING77 test"}
+
+
 def demo_plain(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
     """The demo KB as slug,title,body; BANKING77 TEST keyed by the article's slug."""
     rows, slug_of_category = [], {}
@@ -93,18 +107,7 @@ def demo_plain(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict
         writer = csv.DictWriter(fh, ["slug", "title", "body"])
         writer.writeheader()
         writer.writerows(rows)
-    queries = [
-        (r["text"], slug_of_category[r["category"]])
-        for r in _read_csv(BANKING77 / "test.csv")
-        if r["category"] in slug_of_category
-    ]
-    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
-    return (
-        kb,
-        queries,
-        oos,
-        {"kb": "knowledge_base/ as slug,title,body", "queries": "BANKING77 test"},
-    )
+    return _asked_banking77(kb, slug_of_category, "knowledge_base/ as slug,title,body")
 
 
 SITE = "Northwind Help Centre"
@@ -234,14 +237,7 @@ def demo_site(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]
     _site_page(site / "requests" / "new.html", "Submit a request", "Submit a request",
                _REQUEST_FORM, 1)  # fmt: skip
     _site_page(site / "signin.html", f"Sign in to {SITE}", "Sign in", _SIGN_IN, 0)
-    queries = [
-        (r["text"], slug_of_category[r["category"]])
-        for r in _read_csv(BANKING77 / "test.csv")
-        if r["category"] in slug_of_category
-    ]
-    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
-    described = {"kb": "knowledge_base/ as a saved help-centre site", "queries": "BANKING77 test"}
-    return site, queries, oos, described
+    return _asked_banking77(site, slug_of_category, "knowledge_base/ as a saved help-centre site")
 
 
 SPACE, SPACE_KEY = "Northwind Help", "NH"
@@ -428,17 +424,8 @@ def demo_confluence(work: Path) -> tuple[Path, list[tuple[str, str]], list[str],
         _CONFLUENCE_INDEX.format(key=SPACE_KEY, space=SPACE, tree=tree, footer=_CONFLUENCE_FOOTER),
         encoding="utf-8",
     )
-    queries = [
-        (r["text"], slug_of_category[r["category"]])
-        for r in _read_csv(BANKING77 / "test.csv")
-        if r["category"] in slug_of_category
-    ]
-    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
-    described = {
-        "kb": "knowledge_base/ as a Confluence space's HTML export",
-        "queries": "BANKING77 test",
-    }
-    return space_dir, queries, oos, described
+    described = "knowledge_base/ as a Confluence space's HTML export"
+    return _asked_banking77(space_dir, slug_of_category, described)
 
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -515,18 +502,7 @@ def demo_word(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]
         category_of_title[meta["category"]] = meta["title"]
     manual = work / "Northwind Help manual.docx"
     _write_word(manual, "Northwind Help manual", chapters)
-    queries = [
-        (r["text"], category_of_title[r["category"]])
-        for r in _read_csv(BANKING77 / "test.csv")
-        if r["category"] in category_of_title
-    ]
-    oos = [r["text"] for r in _read_csv(ROOT / "intents" / "out_of_scope" / "test.csv")]
-    return (
-        manual,
-        queries,
-        oos,
-        {"kb": "knowledge_base/ as one Word manual", "queries": "BANKING77 test"},
-    )
+    return _asked_banking77(manual, category_of_title, "knowledge_base/ as one Word manual")
 
 
 def faq_set(
