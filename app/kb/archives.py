@@ -68,11 +68,11 @@ def unpack_zip(
     path: Path,
     display: str,
     into: Path,
-    wanted: Callable[[PurePosixPath, Callable[[], bytes]], bool],
+    wanted: Callable[[str, Callable[[], bytes]], bool],
     problems: Problems,
     progress: Callable[[int], AbstractContextManager[Progress]] | None = None,
 ) -> Path | None:
-    """Unpack the members of the archive at ``path`` that ``wanted(member path, head)``
+    """Unpack the members of the archive at ``path`` that ``wanted(file name, head)``
     accepts (``head()`` reads the member's first bytes) into the new folder ``into``; returns
     it, or None when the archive cannot be read (the problem is added, named ``display``).
     ``progress(total bytes)`` gives a bar to update as bytes are written."""
@@ -100,7 +100,7 @@ def unpack_zip(
                     return fh.read(HEAD_BYTES)
 
             try:
-                if wanted(member, head):
+                if wanted(member.name, head):
                     chosen.append((info, member))
             except ZIP_ERRORS as exc:
                 problems.add(f"{display}/{member}", 1, f"cannot unpack: {exc}")

@@ -134,9 +134,10 @@ def _rows(
     display: str,
     problems: Problems,
     split: str = "FAQ page",
+    unit: str = "question",
 ) -> list[SourceRow]:
     """One row per item, with the page's ``common`` fields; a note says the page was split
-    (``split``: as what)."""
+    (``split``: as what; ``unit``: what each item's title and alternates are)."""
     rows = []
     for item in items:
         if item.empty:
@@ -153,11 +154,7 @@ def _rows(
         if item.alternates:
             fields["questions"] = item.alternates
         rows.append(SourceRow(display, item.line, fields, label=item.label))
-    if split == "FAQ page":
-        questions = sum(1 + len(item.alternates) for item in items)
-        found = counted(questions, "question")
-    else:
-        found = counted(len(items), "section")
+    found = counted(sum(1 + len(item.alternates) for item in items), unit)
     problems.note(display, 1, f"{split}: {found} read as {counted(len(rows), 'article')}")
     return rows
 
@@ -223,7 +220,8 @@ def section_rows(
     items = [_html_item(h.text(), answer, h.line, _anchor(h)) for h, answer in sections]
     opening = _html_item(title, lead, 1, None)
     kept = ([] if opening.empty else [opening]) + [item for item in items if not item.empty]
-    return _rows(kept, page_meta_fields(root), display, display, problems, "document in sections")
+    common = page_meta_fields(root)
+    return _rows(kept, common, display, display, problems, "document in sections", "section")
 
 
 def _elements(root: Node, leaves: frozenset[str] = frozenset()) -> Iterator[Node]:

@@ -38,7 +38,7 @@ from html import escape
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-from app.kb.sanitize import ALLOWED_ATTRIBUTES, ALLOWED_TAGS
+from app.kb.sanitize import ALLOWED_ATTRIBUTES, ALLOWED_TAGS, web_address
 
 HTML_SUFFIXES = (".html", ".htm")
 
@@ -419,7 +419,7 @@ def page_address(root: Node) -> str | None:
     ]
     for value in candidates:
         value = (value or "").strip()
-        if urlsplit(value).scheme.lower() in ("http", "https") and urlsplit(value).netloc:
+        if web_address(value):
             return value
     return None
 

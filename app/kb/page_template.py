@@ -61,9 +61,18 @@ def _key(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()) >> 1
 
 
-def _needed(pages: int) -> int:
-    """On how many of an import's ``pages`` a text must be to be the site's."""
-    return max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * pages))
+def _learnt(
+    keys_per_page: list[set[int]], known: frozenset[int]
+) -> tuple[frozenset[int], frozenset[int]]:
+    """(learnt, used): the keys on at least ``TEMPLATE_SHARE`` of an import's pages and on at
+    least ``TEMPLATE_MIN_PAGES`` of them, and the theme to use: those, or with too few pages
+    to tell, ``known`` (what an earlier import learnt)."""
+    if len(keys_per_page) < TEMPLATE_MIN_PAGES:
+        return frozenset(), known
+    needed = max(TEMPLATE_MIN_PAGES, math.ceil(TEMPLATE_SHARE * len(keys_per_page)))
+    pages = Counter(key for keys in keys_per_page for key in keys if key)
+    learnt = frozenset(key for key, count in pages.items() if count >= needed)
+    return learnt, learnt
 
 
 def _blocks(body: str) -> list[_Block]:
@@ -126,12 +135,7 @@ def strip_theme(
         parsed.append(_blocks(body))
         if on_page is not None:
             on_page(1)
-    learnt: frozenset[int] = frozenset()
-    if len(bodies) >= TEMPLATE_MIN_PAGES:
-        pages = Counter(key for blocks in parsed for key in {b.key for b in blocks} if key)
-        needed = _needed(len(bodies))
-        learnt = frozenset(key for key, count in pages.items() if count >= needed)
-    theme = learnt if len(bodies) >= TEMPLATE_MIN_PAGES else known
+    learnt, theme = _learnt([{b.key for b in blocks} for blocks in parsed], known)
     stripped = []
     for body, blocks in zip(bodies, parsed, strict=True):
         start, end = _kept(blocks, theme)
@@ -180,14 +184,9 @@ def strip_site_titles(
     """Each of an import's page titles without the site's name (see the module docstring),
     and the names learnt from them; with too few pages to tell, the parts in ``known`` (the
     theme an earlier import learnt) are taken off instead."""
-    learnt: frozenset[int] = frozenset()
-    theme = known
-    if len(titles) >= TEMPLATE_MIN_PAGES:
-        pages = Counter(
-            key for title in titles for key in {_part_key(part) for part, _ in _title_ends(title)}
-        )
-        learnt = frozenset(key for key, count in pages.items() if count >= _needed(len(titles)))
-        theme = learnt
+    learnt, theme = _learnt(
+        [{_part_key(part) for part, _ in _title_ends(title)} for title in titles], known
+    )
     if not theme:
         return titles, learnt
     trimmed = []

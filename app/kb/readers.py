@@ -614,6 +614,34 @@ def _export_record(
     return obj, label
 
 
+def _empty_draft(body: object, label: str, display: str, line: int, problems: Problems) -> bool:
+    """Whether a help centre's draft has no body: work not started, nothing to store or to
+    answer; warned about and not imported."""
+    if body is None or (isinstance(body, str) and not has_text(body)):
+        problems.warn(display, line, f"{label}: a draft without a body; not imported")
+        return True
+    return False
+
+
+def _group_category(
+    fields: dict[str, object],
+    obj: dict,
+    key: str,
+    label: str,
+    display: str,
+    line: int,
+    problems: Problems,
+) -> None:
+    """The category of a help centre's group (Zendesk's section, Freshdesk's folder): the
+    number in ``key``, as ``section-<id>``/``folder-<id>`` (the key's first word)."""
+    value = obj.get(key)
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        if str(value).strip():
+            fields["category"] = f"{key.split('_')[0]}-{value}"
+    elif value is not None:
+        problems.add(display, line, f"{label}: {key} must be a number")
+
+
 def _zendesk_article(
     obj: object, label: str, display: str, line: int, problems: Problems
 ) -> SourceRow | None:
@@ -626,11 +654,7 @@ def _zendesk_article(
     body, page = obj.get("body"), obj.get("html_url")
     if isinstance(body, str):
         body = html_fragment(body, page if isinstance(page, str) else None)
-    if obj.get("draft") is True and (
-        body is None or (isinstance(body, str) and not has_text(body))
-    ):
-        # A help centre's empty drafts are work not started: nothing to store or to answer.
-        problems.warn(display, line, f"{label}: a draft without a body; not imported")
+    if obj.get("draft") is True and _empty_draft(body, label, display, line, problems):
         return None
     fields: dict[str, object] = {
         "title": obj.get("title"),
@@ -638,11 +662,7 @@ def _zendesk_article(
         "source": page or display,
         "tags": obj.get("label_names"),
     }
-    section = obj.get("section_id")
-    if isinstance(section, int | str) and not isinstance(section, bool):
-        fields["category"] = f"section-{section}" if str(section).strip() else None
-    elif section is not None:
-        problems.add(display, line, f"{label}: section_id must be a number")
+    _group_category(fields, obj, "section_id", label, display, line, problems)
     draft = obj.get("draft", False)
     if isinstance(draft, bool):
         fields["published"] = not draft
@@ -689,8 +709,7 @@ def _freshdesk_article(
             display, line, f"{label}: status {status!r} is neither 1 (draft) nor 2 (published)"
         )
         return None
-    if published is False and (body is None or (isinstance(body, str) and not has_text(body))):
-        problems.warn(display, line, f"{label}: a draft without a body; not imported")
+    if published is False and _empty_draft(body, label, display, line, problems):
         return None
     fields: dict[str, object] = {
         "title": obj.get("title"),
@@ -700,11 +719,7 @@ def _freshdesk_article(
     }
     if published is not None:
         fields["published"] = published
-    folder = obj.get("folder_id")
-    if isinstance(folder, int | str) and not isinstance(folder, bool) and str(folder).strip():
-        fields["category"] = f"folder-{folder}"
-    elif folder is not None:
-        problems.add(display, line, f"{label}: folder_id must be a number")
+    _group_category(fields, obj, "folder_id", label, display, line, problems)
     origin = None
     if isinstance(obj.get("id"), int | str):
         origin = f"freshdesk {obj['id']} {obj.get('language') or ''}"
@@ -1077,39 +1092,35 @@ _HTML_START = re.compile(
 )
 
 
+def _file_head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4096)
+    except OSError:
+        return b""
+
+
 def _is_html_page(path: Path) -> bool:
     """Whether a file without a known extension is an HTML page, by its first bytes: a site
     mirrored without ``--adjust-extension`` saves its pages as ``articles/42-reset-your-pin``."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
+    return _html_start(_file_head(path))
+
+
+def _html_start(head: bytes) -> bool:
     return bool(_HTML_START.match(head.removeprefix(b"\xef\xbb\xbf")))
 
 
-def _importable(path: Path) -> bool:
-    """A file a folder import reads: Markdown or HTML by its extension, or an HTML page
-    without one of ours. A name with a query (``index.html?page=2``, ``search?q=pin``) is a
-    variant of another page, as a mirror saves them, and is not read."""
-    suffix = path.suffix.lower()
-    if suffix in FOLDER_SUFFIXES:
-        return True
-    return suffix not in READERS and "?" not in path.name and _is_html_page(path)
-
-
-def _wanted_member(member: PurePosixPath, head: Callable[[], bytes]) -> bool:
-    """Whether a folder import would read this member of a zip archive (``_importable``)."""
-    suffix = member.suffix.lower()
-    if member.name.lower() in SKIPPED_NAMES:
+def _read_in_folder(name: str, head: Callable[[], bytes]) -> bool:
+    """Whether a folder import (or an archive's) reads the file ``name``: Markdown, HTML or
+    Word by its extension, or an HTML page without one of ours (``head()``: its first bytes).
+    A name with a query (``index.html?page=2``, ``search?q=pin``) is a variant of another page,
+    as a mirror saves them, and is not read; nor is a README."""
+    suffix = PurePosixPath(name).suffix.lower()
+    if name.lower() in SKIPPED_NAMES:
         return False
     if suffix in FOLDER_SUFFIXES:
         return True
-    return (
-        suffix not in READERS
-        and "?" not in member.name
-        and bool(_HTML_START.match(head().removeprefix(b"\xef\xbb\xbf")))
-    )
+    return suffix not in READERS and "?" not in name and _html_start(head())
 
 
 def _folder_files(
@@ -1126,9 +1137,8 @@ def _folder_files(
         p
         for p in folder.rglob("*")
         if p.is_file()
-        and p.name.lower() not in SKIPPED_NAMES
         and not _is_hidden(p.relative_to(folder))
-        and _importable(p)
+        and _read_in_folder(p.name, lambda p=p: _file_head(p))
     )
     if not found and not empty_ok:
         problems.add(
@@ -1156,7 +1166,7 @@ def expand_paths(
         elif path.suffix.lower() == ".zip" and unpack_to is not None:
             reported = len(problems.messages)
             folder = unpack_zip(
-                path, display, unpack_to / str(n), _wanted_member, problems, unpacking
+                path, display, unpack_to / str(n), _read_in_folder, problems, unpacking
             )
             if folder is not None:
 

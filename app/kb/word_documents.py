@@ -76,7 +76,7 @@ def _on(props: ElementTree.Element | None, tag: str) -> bool:
     if props is None:
         return False
     found = props.find(W + tag)
-    return found is not None and found.get(W + "val", "true").lower() not in ("0", "false", "off")
+    return found is not None and _value_on(found)
 
 
 class _Styles:
@@ -107,7 +107,8 @@ class _Styles:
             name_el = style.find(W + "name")
             name = " ".join(((name_el.get(W + "val") if name_el is not None else "") or "").split())
             found = _HEADING_STYLE.match(name)
-            outline = _first(chain(sid), f"{W}pPr/{W}outlineLvl")
+            lineage = chain(sid)
+            outline = _first(lineage, f"{W}pPr/{W}outlineLvl")
             if found:
                 self.level[sid] = int(found.group(1))
             elif outline is not None and (outline.get(W + "val") or "").isdigit():
@@ -116,14 +117,14 @@ class _Styles:
                     self.level[sid] = level
             if name.lower() == "title":
                 self.title.add(sid)
-            bold, italic = _first(chain(sid), f"{W}rPr/{W}b"), _first(chain(sid), f"{W}rPr/{W}i")
+            bold, italic = _first(lineage, f"{W}rPr/{W}b"), _first(lineage, f"{W}rPr/{W}i")
             if bold is not None and _value_on(bold):
                 self.bold.add(sid)
             if italic is not None and _value_on(italic):
                 self.italic.add(sid)
-            num = _first(chain(sid), f"{W}pPr/{W}numPr/{W}numId")
+            num = _first(lineage, f"{W}pPr/{W}numPr/{W}numId")
             if num is not None and (num.get(W + "val") or "0") != "0":
-                ilvl = _first(chain(sid), f"{W}pPr/{W}numPr/{W}ilvl")
+                ilvl = _first(lineage, f"{W}pPr/{W}numPr/{W}ilvl")
                 level = (ilvl.get(W + "val") if ilvl is not None else "") or "0"
                 depth = int(level) if level.isdigit() else 0
                 numbered = re.search(r"\s(\d)\Z", name)
