@@ -193,9 +193,10 @@ def section_rows(
     such level whose sections hold at most ``SECTION_WORDS`` words on average, else the
     deepest (a manual's chapters are read by their sections). Each such heading starts an
     article titled by it, whose body is what follows up to the next heading of that level or a
-    higher one; what precedes the first is an article with the document's title when it has
-    text. A section with no text is left out, and so is the text under a heading of a higher
-    level (a chapter's own) before its first section."""
+    higher one; so does a heading of a higher level (a chapter's), whose own text before its
+    first section is an article too; what precedes the first heading is an article with the
+    document's title. A heading with no text of its own (a chapter straight into its first
+    section, a section to come) is left out."""
     content = page_content(root)
     words = len(content.text().split())
     if words < LONG_DOCUMENT_WORDS:
@@ -211,7 +212,7 @@ def section_rows(
     sections: list[tuple[Node, Node]] = []
     for heading in headings:
         if _HEADINGS[heading.tag] <= level:
-            starts = _HEADINGS[heading.tag] == level and bool(heading.text())
+            starts = bool(heading.text())
             answers[heading] = Node("#answer") if starts else None
             if starts:
                 sections.append((heading, answers[heading]))
