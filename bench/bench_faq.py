@@ -21,6 +21,8 @@ Data sets (``--set``):
 - ``demo-word``: the demo ``knowledge_base/`` as one Word manual (a chapter per section of
   the help centre, a section per article), imported as the ``.docx`` and asked the same
   queries.
+- ``demo-pdf``: that Word manual saved as PDF by LibreOffice (``soffice``, which it needs),
+  imported as the ``.pdf`` and asked the same queries.
 - ``demo-confluence``: the demo ``knowledge_base/`` as a Confluence space exported to HTML
   (``index.html`` with the space's page tree, a home page, a page per section listing its
   children, each article in the export's layout with the space's name in its title), imported
@@ -55,6 +57,7 @@ import csv
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -429,10 +432,25 @@ def demo_confluence(work: Path) -> tuple[Path, list[tuple[str, str]], list[str],
 
 
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-_WORD_STYLES = "".join(
-    f'<w:style w:type="paragraph" w:styleId="{sid}"><w:name w:val="{name}"/></w:style>'
-    for sid, name in (("Title", "Title"), ("Heading1", "heading 1"), ("Heading2", "heading 2"))
+# Word's default look: 11 pt text with spacing after each paragraph, a 28 pt Title, bold 16 pt
+# and 13 pt headings (what a PDF saved from the manual shows; the Word reader reads the names).
+_WORD_STYLES = (
+    '<w:docDefaults><w:rPrDefault><w:rPr><w:sz w:val="22"/></w:rPr></w:rPrDefault>'
+    '<w:pPrDefault><w:pPr><w:spacing w:after="160" w:line="259" w:lineRule="auto"/></w:pPr>'
+    "</w:pPrDefault></w:docDefaults>"
+) + "".join(
+    f'<w:style w:type="paragraph" w:styleId="{sid}"><w:name w:val="{name}"/>'
+    f'<w:pPr><w:spacing w:before="{before}" w:after="80"/></w:pPr><w:rPr>{bold}'
+    f'<w:sz w:val="{half_points}"/></w:rPr></w:style>'
+    for sid, name, half_points, bold, before in (
+        ("Title", "Title", 56, "", 0),
+        ("Heading1", "heading 1", 32, "<w:b/>", 360),
+        ("Heading2", "heading 2", 26, "<w:b/>", 240),
+    )
 )
+_PACKAGE = "http://schemas.openxmlformats.org/package/2006"
+_OFFICE = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_WORDML = "application/vnd.openxmlformats-officedocument.wordprocessingml"
 
 
 def _word_paragraphs(markdown: str) -> list[tuple[str | None, str]]:
@@ -473,11 +491,32 @@ def _write_word(path: Path, title: str, chapters: dict[str, list[tuple[str, str]
         '<w:numFmt w:val="bullet"/></w:lvl></w:abstractNum><w:num w:numId="1">'
         '<w:abstractNumId w:val="0"/></w:num></w:numbering>'
     )
+    parts = {"document": "document.main", "styles": "styles", "numbering": "numbering"}
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(
             "[Content_Types].xml",
-            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="xml" ContentType="application/xml"/></Types>',
+            f'<Types xmlns="{_PACKAGE}/content-types"><Default Extension="rels" '
+            f'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            + "".join(
+                f'<Override PartName="/word/{part}.xml" ContentType="{_WORDML}.{kind}+xml"/>'
+                for part, kind in parts.items()
+            )
+            + "</Types>",
+        )
+        archive.writestr(
+            "_rels/.rels",
+            f'<Relationships xmlns="{_PACKAGE}/relationships"><Relationship Id="rId1" '
+            f'Type="{_OFFICE}/officeDocument" Target="word/document.xml"/></Relationships>',
+        )
+        archive.writestr(
+            "word/_rels/document.xml.rels",
+            f'<Relationships xmlns="{_PACKAGE}/relationships">'
+            + "".join(
+                f'<Relationship Id="rId{n}" Type="{_OFFICE}/{part}" Target="{part}.xml"/>'
+                for n, part in enumerate(("styles", "numbering"), 1)
+            )
+            + "</Relationships>",
         )
         archive.writestr(
             "word/document.xml",
@@ -492,6 +531,33 @@ def demo_word(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]
     a section (Heading 2) per article, its paragraphs and bulleted lists. Asked BANKING77 TEST
     like ``demo-plain``; an answer is right when it is the section of the article of the
     query's category (found by its title)."""
+    manual, category_of_title = _demo_manual(work)
+    return _asked_banking77(manual, category_of_title, "knowledge_base/ as one Word manual")
+
+
+def demo_pdf(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]:
+    """The Word manual of ``demo-word`` saved as PDF by LibreOffice, as a company would
+    publish it, and asked the same queries."""
+    office = shutil.which("soffice") or shutil.which("libreoffice")
+    if office is None:
+        sys.exit(
+            "--set demo-pdf saves the manual as PDF with LibreOffice: apt-get install "
+            "libreoffice-writer-nogui"
+        )
+    manual, category_of_title = _demo_manual(work)
+    subprocess.run(
+        [office, "--headless", "--convert-to", "pdf", "--outdir", str(work), str(manual)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "HOME": str(work)},  # its own profile, whatever else runs
+    )
+    pdf = manual.with_suffix(".pdf")
+    manual.unlink()
+    return _asked_banking77(pdf, category_of_title, "knowledge_base/ as one PDF manual")
+
+
+def _demo_manual(work: Path) -> tuple[Path, dict[str, str]]:
+    """The Word manual of the demo KB in ``work``, and the title of each category's section."""
     chapters: dict[str, list[tuple[str, str]]] = {}
     category_of_title: dict[str, str] = {}
     for path in sorted((ROOT / "knowledge_base").glob("*.md")):
@@ -502,7 +568,7 @@ def demo_word(work: Path) -> tuple[Path, list[tuple[str, str]], list[str], dict]
         category_of_title[meta["category"]] = meta["title"]
     manual = work / "Northwind Help manual.docx"
     _write_word(manual, "Northwind Help manual", chapters)
-    return _asked_banking77(manual, category_of_title, "knowledge_base/ as one Word manual")
+    return manual, category_of_title
 
 
 def faq_set(
@@ -642,6 +708,7 @@ SETS = {
     "demo-site": demo_site,
     "demo-confluence": demo_confluence,
     "demo-word": demo_word,
+    "demo-pdf": demo_pdf,
     "tasklane-plain": faq_set("tasklane_faq", False),
     "tasklane-alternates": faq_set("tasklane_faq", True),
     "parcelpost-plain": faq_set("parcelpost_faq", False),

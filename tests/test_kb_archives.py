@@ -117,7 +117,7 @@ def test_archives_that_cannot_be_read_reject_the_import(db_url, tmp_path, monkey
     ]
     data = _zip(tmp_path / "data.zip", {"faq.csv": "title,body\nFees,Free\n"})
     assert rejected(db_url, [data]) == [
-        f"{data}:1: archive has no Markdown (.md), HTML (.html) or Word (.docx) files"
+        f"{data}:1: archive has no Markdown (.md), HTML (.html), Word (.docx) or PDF (.pdf) files"
     ]
     big = _zip(tmp_path / "big.zip", {"a.md": "# A\n\n" + "text " * 400})
     monkeypatch.setattr(archives, "MAX_UNPACKED_BYTES", 1024)

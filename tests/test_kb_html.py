@@ -459,7 +459,7 @@ def test_folder_without_markdown_or_html_is_reported(db_url, tmp_path):
     folder.mkdir()
     (folder / "notes.txt").write_text("hello")
     assert rejected(db_url, [folder]) == [
-        f"{folder}:1: folder has no Markdown (.md), HTML (.html) or Word (.docx) files"
+        f"{folder}:1: folder has no Markdown (.md), HTML (.html), Word (.docx) or PDF (.pdf) files"
     ]
 
 
@@ -482,7 +482,7 @@ def test_pages_saved_without_an_extension_are_read_by_their_first_bytes(db_url, 
     # named on its own, the page is read too; a text file without an extension is refused
     assert rejected(db_url, [page, folder / "LICENSE"]) == [
         f"{folder / 'LICENSE'}:1: unsupported file type (use .csv, .docx, .htm, .html, .json, .jsonl, "
-        ".markdown, .md, .mdx, .ndjson, .qna, .tsv, .xlsx, .zip or a folder)"
+        ".markdown, .md, .mdx, .ndjson, .pdf, .qna, .tsv, .xlsx, .zip or a folder)"
     ]
 
 

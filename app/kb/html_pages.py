@@ -531,7 +531,7 @@ _TITLE_JOIN_AFTER = re.compile(r"\s*[-–—|·•:»/]+\s*\S")
 _TITLE_JOIN_BEFORE = re.compile(r"\S\s*[-–—|·•:»/]+\s*$")
 
 
-def _title_part(title: str, part: str) -> bool:
+def title_part(title: str, part: str) -> bool:
     """Whether ``part`` is the whole ``title``, or the ``title`` is ``part`` and something else
     joined by a separator (either way round)."""
     t, p = title.casefold(), part.casefold()
@@ -558,7 +558,7 @@ _SEPARATORS = " \t-–—|·•:»/"
 
 def _without_site_name(title: str, site: str) -> str:
     """``title`` without ``site`` (the site's name) and the separator joining them."""
-    if title.casefold() == site.casefold() or not _title_part(title, site):
+    if title.casefold() == site.casefold() or not title_part(title, site):
         return title
     if title.casefold().startswith(site.casefold()):
         return title[len(site) :].lstrip(_SEPARATORS)
@@ -611,7 +611,7 @@ def page_fields(root: Node) -> dict[str, object] | None:
         if h1 is None or not h1.text():
             return None
         title = h1.text()
-    named = [h for h in headings if _title_part(title, h.text())]
+    named = [h for h in headings if title_part(title, h.text())]
     if named:
         h1 = max(named, key=lambda h: len(h.text()))
         title = h1.text()

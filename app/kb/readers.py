@@ -13,9 +13,10 @@
   it is the QnA TSV as QnA Maker and Language Studio export it to Excel.
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
-  then the body; HTML pages (app.kb.html_pages); Word documents, read as the pages they are
-  written as (app.kb.word_documents). A folder is searched recursively for all three, and a
-  zip archive is read as the folder it holds (app.kb.archives). An FAQ page, in any of them,
+  then the body; HTML pages (app.kb.html_pages); Word documents and PDFs, read as the pages
+  they are written as (app.kb.word_documents, app.kb.pdf_documents). A folder is searched
+  recursively for all four, and a zip archive is read as the folder it holds
+  (app.kb.archives). An FAQ page, in any of them,
   gives one article per question (app.kb.faq_pages); a page that only lists links to other
   pages, a form to fill in and a Confluence export's table of contents give none, with a
   warning.
@@ -52,6 +53,7 @@ from app.kb.html_pages import (
     space_contents,
 )
 from app.kb.markdown_dialects import plain_markdown
+from app.kb.pdf_documents import NotAPdf, PdfWithoutText, pdf_page
 from app.kb.qna import apply_metadata, group_questions, question_key
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
@@ -994,6 +996,29 @@ def read_word_document(path: Path, display: str, problems: Problems, on_bytes: B
     yield from _html_page_rows(text, display, problems, sections=True)
 
 
+def read_pdf_document(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """A PDF, read as the page it lays out (app.kb.pdf_documents); its bytes counted page by
+    page, as a long manual takes a while."""
+    size = path.stat().st_size
+    counted_bytes = 0
+
+    def on_page(done: int, pages: int) -> None:
+        nonlocal counted_bytes
+        on_bytes(size * done // pages - counted_bytes)
+        counted_bytes = size * done // pages
+
+    try:
+        text = pdf_page(path, on_page)
+    except PdfWithoutText as exc:  # nothing to import, and nothing the import could do
+        problems.warn(display, 1, f"{exc}: skipped")
+        return
+    except NotAPdf as exc:
+        problems.add(display, 1, str(exc))
+        return
+    on_bytes(size - counted_bytes)
+    yield from _html_page_rows(text, display, problems, sections=True)
+
+
 def _html_page_rows(
     text: str, display: str, problems: Problems, sections: bool = False
 ) -> Iterator[SourceRow]:
@@ -1071,14 +1096,13 @@ READERS: dict[str, Reader] = {
     ".html": read_html_page,
     ".htm": read_html_page,
     ".docx": read_word_document,
+    ".pdf": read_pdf_document,
 }
-FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + HTML_SUFFIXES + (".docx",)
+FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + HTML_SUFFIXES + (".docx", ".pdf")
 # Formats people have their FAQ in that are not read, and what to do instead.
 _NOT_READ = {
     ".doc": "a Word 97-2003 document: save it as .docx (Word or LibreOffice: Save As) and "
     "import that",
-    ".pdf": "a PDF keeps no headings or paragraphs to find questions and answers by: import the "
-    "document it was made from (.docx, HTML, Markdown)",
 }
 
 
@@ -1111,8 +1135,8 @@ def _html_start(head: bytes) -> bool:
 
 
 def _read_in_folder(name: str, head: Callable[[], bytes]) -> bool:
-    """Whether a folder import (or an archive's) reads the file ``name``: Markdown, HTML or
-    Word by its extension, or an HTML page without one of ours (``head()``: its first bytes).
+    """Whether a folder import (or an archive's) reads the file ``name``: Markdown, HTML, Word
+    or PDF by its extension, or an HTML page without one of ours (``head()``: its first bytes).
     A name with a query (``index.html?page=2``, ``search?q=pin``) is a variant of another page,
     as a mirror saves them, and is not read; nor is a README."""
     suffix = PurePosixPath(name).suffix.lower()
@@ -1142,7 +1166,9 @@ def _folder_files(
     )
     if not found and not empty_ok:
         problems.add(
-            display, 1, f"{kind} has no Markdown (.md), HTML (.html) or Word (.docx) files"
+            display,
+            1,
+            f"{kind} has no Markdown (.md), HTML (.html), Word (.docx) or PDF (.pdf) files",
         )
     return [(p, named(p)) for p in found]
 

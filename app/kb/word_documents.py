@@ -54,6 +54,12 @@ _HEADING_STYLE = re.compile(r"heading\s*([1-6])\Z", re.IGNORECASE)
 _WRAPPERS = frozenset(W + tag for tag in ("ins", "moveTo", "smartTag", "sdt", "fldSimple"))
 
 
+def bold_heading(text: str) -> bool:
+    """Whether a paragraph of ``text`` wholly in bold reads as a heading: short, and not ended
+    as a sentence or a lead-in is."""
+    return len(text) <= BOLD_HEADING_MAX_CHARS and not text.endswith(_SENTENCE_ENDS)
+
+
 class NotAWordDocument(ValueError):
     """The file cannot be read as a .docx; the message says why."""
 
@@ -273,7 +279,7 @@ class _Writer:
         elif level is not None:
             self.first_heading = self.first_heading or text
             self.lines.append(f"<h{level}>{html}</h{level}>")
-        elif all_bold and len(text) <= BOLD_HEADING_MAX_CHARS and not text.endswith(_SENTENCE_ENDS):
+        elif all_bold and bold_heading(text):
             self.lines.append(f"<h3>{html}</h3>")
         else:
             self.lines.append(f"<p>{html}</p>")

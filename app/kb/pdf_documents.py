@@ -1,0 +1,459 @@
+"""PDF documents (``.pdf``) as a source: a manual or an FAQ saved as PDF from Word, a browser
+or a help-centre tool.
+
+A PDF keeps where each character is drawn and in which font, not paragraphs or headings. Its
+text, read with pdfminer.six in reading order (one column after the other), is laid out again as
+a page of HTML and read like any page (app.kb.html_pages), as a Word document is
+(app.kb.word_documents): one article, one per question when it is laid out as an FAQ, or one per
+section when it is a long document in sections, a manual (app.kb.faq_pages). How the page is
+rebuilt:
+
+- a line's size is the size most of its characters have, and it is bold when all of them are
+  in a bold face (``Arial-BoldMT``, ``Calibri,Bold``); the body size is the size most of the
+  document's characters have; bold and italic words are kept as such;
+- lines of one look follow each other in a paragraph until the gap between two is wider than
+  the document's usual line spacing (``PARAGRAPH_GAP`` times it), the next line is indented, the
+  line before ends a sentence well short of the right margin, or the next starts a list item; a
+  paragraph goes on over a page or column break when it has not ended a sentence; a word broken
+  over two lines with a hyphen is joined again;
+- a paragraph of at most ``HEADING_MAX_WORDS`` words in a size ``HEADING_SCALE`` times the
+  body's or more is a heading: ``<h2>`` for the largest size of the document's headings,
+  ``<h3>`` for the next..., as ``<h1>`` is a web page's title; a short paragraph wholly in bold
+  at a smaller size is a heading one level below those, unless it ends as a sentence does (the
+  Word reader's rule);
+- a paragraph starting with a bullet (``•``, Word's Symbol bullets, or a small shape drawn
+  just before its first line, as browsers draw theirs) is a list item, and so is one starting
+  with a dash or a number (``-``, ``1.``, ``b)``) after a sentence has ended or in a list;
+- the title is the document's ``Title`` property (not a file name), else the first page's
+  heading in the largest size when no other paragraph has that size, else the file's name; a
+  first heading that is the title, or the title's own part beside a site's name (a web page
+  printed), is the title and is not kept in the body;
+- a line in the top or bottom tenth of the pages that recurs at that edge of at least half of
+  them (its numbers aside), a running head or foot, is left out, and so is a page number there;
+  so is a table of contents: its entries (a heading, dot leaders, a page number) and the short
+  heading before them.
+
+Tables are read as their lines of text, and links, images, and notes at the foot of a page are
+not kept. Each page is one line of the page, so a message's line number is the PDF's page
+number. A PDF protected by a password or damaged is an error; one with no text (pages scanned as
+pictures) is skipped with a warning, as there is nothing to import; each says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from html import escape
+from pathlib import Path
+
+from app.kb.html_pages import title_part
+from app.kb.word_documents import bold_heading
+
+# A heading is drawn at least this much larger than the body text, and is short.
+HEADING_SCALE = 1.15
+HEADING_MAX_WORDS = 25
+# A gap between two lines wider than this many times the document's usual line spacing ends a
+# paragraph (paragraph spacing); lines of one paragraph sit at the usual spacing, give or take.
+PARAGRAPH_GAP = 1.25
+# A line ending a sentence this share of the column short of the right margin ends a paragraph
+# (for documents without space between paragraphs).
+SHORT_LINE = 0.15
+# Running heads and feet live in the top and bottom tenth of a page.
+MARGIN_SHARE = 0.1
+_BOLD_FACE = re.compile(r"bold|black|heavy|semibold|demibold|extrabold", re.IGNORECASE)
+# A line ending so ends its sentence (or leads in to a list): a paragraph may end there.
+_ENDED = (".", "!", "?", ":", "\u3002", "\uff1f", "\uff01")
+_ITALIC_FACE = re.compile(r"italic|oblique", re.IGNORECASE)
+_BROKEN_WORD = re.compile(r"-((?:</[bi]>)*)\Z")
+# List items start with a bullet (Word's come from its Symbol and Wingdings fonts, in Unicode's
+# private area), else a dash or a number, which start one only where a sentence has ended or a
+# list is going on (a line of a paragraph may start with a dash or a number too).
+_BULLET = re.compile(
+    "[\u2022\u2023\u25aa\u25ab\u25cf\u25cb\u25a0\u25a1\u25e6\uf0a7\uf0b7\uf0d8]\\s+"
+)
+_DASH = re.compile("[-*\u2013\u2014]\\s+")
+_NUMBER = re.compile(r"(?:\d{1,2}|[a-z])[.)]\s+")
+_PAGE_NUMBER = re.compile(
+    r"(?:page\s*)?[-\u2013(]?\s*#\s*[-\u2013)]?(?:\s*(?:of|/)\s*#)?", re.IGNORECASE
+)
+# An entry of a table of contents: a heading, dot leaders, its page number.
+_CONTENTS = re.compile(r"(?:\.\s?){4,}\s*\d+\Z|\u2026\s*\d+\Z")
+CONTENTS_HEADING_WORDS = 4
+# A shape at most this wide and high (points) just before a line is a bullet drawn, not typed.
+BULLET_MAX = 8
+# Typeset ligatures ("ﬁ" in "ﬁle") as their letters, so that words are spelt as typed.
+_LIGATURES = str.maketrans(
+    {chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
+)
+_FILE_NAME = re.compile(
+    r"\.(?:docx?|odt|rtf|pdf|pages|txt|html?)\s*\Z|\AMicrosoft Word - |\Auntitled\Z", re.IGNORECASE
+)
+# pdfminer logs each damaged object it works round; what the import cannot read is its error.
+logging.getLogger("pdfminer").setLevel(logging.ERROR)
+
+
+_Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in points, y upwards
+
+
+class NotAPdf(ValueError):
+    """The file cannot be read as a PDF; the message says why."""
+
+
+class PdfWithoutText(NotAPdf):
+    """The PDF holds no text, only pictures of pages."""
+
+
+@dataclass
+class _Line:
+    page: int
+    x0: float
+    x1: float
+    y0: float  # the line's bottom: PDF's y grows upwards
+    size: float
+    bold: bool  # wholly in bold
+    text: str
+    html: str  # the text with its bold and italic runs marked
+
+
+@dataclass
+class _Paragraph:
+    page: int  # where it starts
+    size: float
+    bold: bool  # wholly in bold
+    text: str = ""
+    html: str = ""
+    kind: str = "p"  # "p", "h2".."h6", "ul", "ol"
+
+    def add(self, line: _Line) -> None:
+        if self.text.endswith("-") and self.text[-2:-1].isalpha() and line.text[:1].islower():
+            self.text = self.text[:-1] + line.text  # a word broken over two lines
+            self.html = _BROKEN_WORD.sub(r"\1", self.html) + line.html
+        else:
+            self.text = f"{self.text} {line.text}" if self.text else line.text
+            self.html = f"{self.html} {line.html}" if self.html else line.html
+
+
+def pdf_page(path: Path, on_page: Callable[[int, int], None] | None = None) -> str:
+    """The PDF at ``path`` as a page of HTML, a page of the PDF per line; ``on_page(done,
+    pages)`` after each page is read."""
+    lines, heights, title = _read(path, on_page)
+    if not lines:
+        raise PdfWithoutText(
+            "a PDF with no text, only pictures of its pages (a scanned document): run it "
+            "through text recognition (OCR) first, or import the document it was made from"
+        )
+    lines = _without_contents(_without_running_heads(lines, heights))
+    body_size = _most_common(((line.size, len(line.text)) for line in lines), default=0.0)
+    paragraphs = _paragraphs(lines, body_size)
+    title = _classify(paragraphs, body_size, title) or path.stem
+    return _write(title, paragraphs)
+
+
+def _read(
+    path: Path, on_page: Callable[[int, int], None] | None
+) -> tuple[list[_Line], list[float], str | None]:
+    """The document's text lines in reading order, each page's height, its Title property."""
+    # imported here, when a PDF is read: 0.1 s that no other import pays
+    from pdfminer.converter import PDFPageAggregator
+    from pdfminer.layout import LAParams, LTChar, LTCurve, LTTextBox, LTTextLine
+    from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+    from pdfminer.pdfparser import PDFParser
+    from pdfminer.utils import decode_text
+
+    lines: list[_Line] = []
+    heights: list[float] = []
+    title = None
+    try:
+        with path.open("rb") as handle:
+            document = PDFDocument(PDFParser(handle))
+            for info in document.info:
+                value = info.get("Title") if isinstance(info, dict) else None
+                if isinstance(value, bytes):
+                    title = " ".join(decode_text(value).split()) or None
+            pages = list(PDFPage.create_pages(document))
+            resources = PDFResourceManager()
+            device = PDFPageAggregator(resources, laparams=LAParams())
+            interpreter = PDFPageInterpreter(resources, device)
+            for number, page in enumerate(pages, 1):
+                interpreter.process_page(page)
+                layout = device.get_result()
+                heights.append(layout.height)
+                bullets = [item.bbox for item in layout if isinstance(item, LTCurve)]
+                bullets = [box for box in bullets if _bullet_sized(box)]
+                for box in layout:
+                    for row in box if isinstance(box, LTTextBox) else ():
+                        line = _line(number, row, LTChar) if isinstance(row, LTTextLine) else None
+                        if line is not None:
+                            lines.append(_bulleted(line, row.bbox, bullets))
+                if on_page is not None:
+                    on_page(number, len(pages))
+    except PDFPasswordIncorrect:
+        raise NotAPdf(
+            "a PDF protected by a password: save a copy without one (print it to PDF, or "
+            "remove the password in the program that made it) and import that"
+        ) from None
+    except Exception as exc:  # pdfminer raises many kinds (its own, KeyError, zlib.error...)
+        reason = str(exc).strip() or type(exc).__name__
+        raise NotAPdf(f"not a PDF, or a damaged one ({reason})") from exc
+    if title and _FILE_NAME.search(title):
+        title = None
+    return lines, heights, title
+
+
+def _line(page: int, row, char_type) -> _Line | None:
+    """The text line ``row`` of pdfminer's layout, or None when it has no text."""
+    sizes: Counter[float] = Counter()
+    bold = chars = 0
+    runs: list[tuple[str, bool, bool]] = []  # text, bold, italic
+    look = (False, False)
+    for item in row:
+        text = item.get_text().translate(_LIGATURES)
+        if isinstance(item, char_type):  # else a space pdfminer put between words
+            face = item.fontname.split("+")[-1]  # without a subset's prefix ("BAAAAA+")
+            look = (bool(_BOLD_FACE.search(face)), bool(_ITALIC_FACE.search(face)))
+            if text.strip():
+                chars += 1
+                sizes[round(item.size * 2) / 2] += 1
+                bold += look[0]
+        if runs and runs[-1][1:] == look:
+            runs[-1] = (runs[-1][0] + text, *look)
+        else:
+            runs.append((text, *look))
+    text = " ".join("".join(run for run, *_ in runs).split())
+    if not chars or not text:
+        return None
+    html = " ".join("".join(_marked(*run) for run in runs).split())
+    return _Line(
+        page,
+        row.x0,
+        row.x1,
+        row.y0,
+        sizes.most_common(1)[0][0],
+        bold == chars,
+        text,
+        html.replace(" </b>", "</b> ").replace(" </i>", "</i> ").strip(),
+    )
+
+
+def _bullet_sized(box: _Box) -> bool:
+    """Whether a shape is the size of a drawn bullet (a browser draws its discs and squares)."""
+    width, height = box[2] - box[0], box[3] - box[1]
+    return 1 < width <= BULLET_MAX and 1 < height <= BULLET_MAX
+
+
+def _bulleted(line: _Line, box: _Box, bullets: list[_Box]) -> _Line:
+    """``line``, marked as a list item's first line when a drawn bullet stands just before it."""
+    x0, y0, _x1, y1 = box
+    for _, bottom, right, top in bullets:
+        if right <= x0 + 1 and x0 - right <= 2 * line.size and y0 <= (bottom + top) / 2 <= y1:
+            return replace(line, text=f"\u2022 {line.text}", html=f"\u2022 {line.html}")
+    return line
+
+
+def _marked(text: str, bold: bool, italic: bool) -> str:
+    if not text.strip():
+        return escape(text)
+    html = escape(text)
+    if italic:
+        html = f"<i>{html}</i>"
+    return f"<b>{html}</b>" if bold else html
+
+
+def _most_common(weighted: Iterable[tuple[float, int]], default: float) -> float:
+    counts: Counter[float] = Counter()
+    for value, weight in weighted:
+        counts[value] += weight
+    return counts.most_common(1)[0][0] if counts else default
+
+
+def _without_running_heads(lines: list[_Line], heights: list[float]) -> list[_Line]:
+    """``lines`` without running heads and feet, and page numbers, in the pages' margins: a
+    line there is one when it recurs at the same edge (top or bottom) of at least half of the
+    pages (and two), its numbers aside."""
+
+    def edge(line: _Line) -> str | None:
+        height = heights[line.page - 1]
+        if line.y0 > height * (1 - MARGIN_SHARE):
+            return "top"
+        return "bottom" if line.y0 < height * MARGIN_SHARE else None
+
+    def key(line: _Line) -> str:
+        return re.sub(r"\d+", "#", line.text.lower())
+
+    pages: dict[tuple[str, str], set[int]] = {}
+    for line in lines:
+        side = edge(line)
+        if side is not None:
+            pages.setdefault((side, key(line)), set()).add(line.page)
+    recurring = max(2, math.ceil(len(heights) / 2))
+    kept = []
+    for line in lines:
+        side = edge(line)
+        if side is None or (
+            len(pages[side, key(line)]) < recurring and not _PAGE_NUMBER.fullmatch(key(line))
+        ):
+            kept.append(line)
+    return kept
+
+
+def _without_contents(lines: list[_Line]) -> list[_Line]:
+    """``lines`` without a table of contents: its entries (a heading, dot leaders, a page
+    number) and, before two or more of them, its own short heading ("Contents")."""
+    entry = [bool(_CONTENTS.search(line.text)) for line in lines]
+    heading = [
+        not entry[i]
+        and i + 2 < len(lines)
+        and entry[i + 1]
+        and entry[i + 2]
+        and len(lines[i].text.split()) <= CONTENTS_HEADING_WORDS
+        for i in range(len(lines))
+    ]
+    return [
+        line for line, *left_out in zip(lines, entry, heading, strict=True) if not any(left_out)
+    ]
+
+
+def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
+    """``lines`` joined into paragraphs; the usual spacing is the commonest distance between
+    two lines of body text that follow each other on a page."""
+    spacing = _most_common(
+        (
+            (round((a.y0 - b.y0) * 2) / 2, 1)
+            for a, b in zip(lines, lines[1:], strict=False)
+            if a.page == b.page and a.size == b.size == body_size and a.y0 > b.y0
+        ),
+        default=body_size * 1.2,
+    )
+    right = max((line.x1 for line in lines), default=0.0)
+    paragraphs: list[_Paragraph] = []
+    current: _Paragraph | None = None
+    previous: _Line | None = None
+    for line in lines:
+        if (
+            current is None
+            or previous is None
+            or _starts_paragraph(previous, line, spacing, right, current)
+        ):
+            current = _Paragraph(line.page, line.size, line.bold)
+            paragraphs.append(current)
+        current.add(line)
+        previous = line
+    return paragraphs
+
+
+def _starts_paragraph(
+    previous: _Line, line: _Line, spacing: float, right: float, current: _Paragraph
+) -> bool:
+    """Whether ``line`` starts a paragraph after ``previous``, the last line of ``current``."""
+    if abs(line.size - previous.size) > 0.5 or line.bold != previous.bold:
+        return True
+    ended = previous.text.endswith(_ENDED)
+    in_list = _list_mark(current.text) is not None
+    if _BULLET.match(line.text) or (ended or in_list) and _list_mark(line.text):
+        return True
+    gap = previous.y0 - line.y0
+    if line.page != previous.page or gap < -line.size / 2:  # a page or a column ends
+        return ended
+    if gap > spacing * PARAGRAPH_GAP + 0.5:
+        return True
+    if line.x0 > previous.x0 + line.size and not in_list:
+        return True  # a first line indented
+    return ended and previous.x1 < right - (right - previous.x0) * SHORT_LINE
+
+
+def _list_mark(text: str) -> tuple[str, re.Match] | None:
+    """("ul" or "ol", the mark) when ``text`` starts as a list item does."""
+    for kind, mark in (("ul", _BULLET), ("ul", _DASH), ("ol", _NUMBER)):
+        found = mark.match(text)
+        if found:
+            return kind, found
+    return None
+
+
+def _classify(paragraphs: list[_Paragraph], body_size: float, title: str | None) -> str | None:
+    """Sets each paragraph's kind, and returns the document's title, a paragraph that is its
+    title taken out of ``paragraphs``."""
+    large = [
+        p
+        for p in paragraphs
+        if p.size >= body_size * HEADING_SCALE and len(p.text.split()) <= HEADING_MAX_WORDS
+    ]
+    if large and large[0].page == 1:
+        first = large[0]
+        if title is None:
+            largest = max(p.size for p in paragraphs)
+            if first.size == largest and sum(p.size == largest for p in paragraphs) == 1:
+                title = first.text
+        if title is not None and title_part(title, first.text):
+            # the title's own heading; a web page printed has the site's name in its title
+            title = first.text
+            paragraphs.remove(first)
+            large.remove(first)
+    # <h1> is the page's title, as on a web page: the headings start at <h2>
+    sizes = sorted({round(p.size) for p in large}, reverse=True)[:4]
+    levels = {size: level for level, size in enumerate(sizes, 2)}
+    below = len(sizes) + 2  # the level of headings in bold at the body's size
+    chosen = set(map(id, large))
+    for paragraph in paragraphs:
+        if id(paragraph) in chosen:
+            paragraph.kind = f"h{levels.get(round(paragraph.size), below - 1)}"
+        elif paragraph.bold and bold_heading(paragraph.text):
+            paragraph.kind = f"h{below}"
+        elif (item := _list_mark(paragraph.text)) is not None:
+            paragraph.kind = item[0]
+            paragraph.html = _without_chars(paragraph.html, item[1].end())
+    return title
+
+
+def _write(title: str, paragraphs: list[_Paragraph]) -> str:
+    """The page of HTML: each paragraph as its kind, list items in lists, a line per page."""
+    open_list: str | None = None
+    page = 1
+    parts = [f"<html><head><title>{escape(title)}</title></head><body>"]
+    for paragraph in paragraphs:
+        while page < paragraph.page:
+            parts.append("\n")
+            page += 1
+        if paragraph.kind in ("ul", "ol"):
+            if open_list != paragraph.kind:
+                if open_list:
+                    parts.append(f"</{open_list}>")
+                parts.append(f"<{paragraph.kind}>")
+                open_list = paragraph.kind
+            parts.append(f"<li>{paragraph.html}</li>")
+            continue
+        if open_list:
+            parts.append(f"</{open_list}>")
+            open_list = None
+        tag = paragraph.kind
+        inner = paragraph.html if tag == "p" else escape(paragraph.text)
+        parts.append(f"<{tag}>{inner}</{tag}>")
+    if open_list:
+        parts.append(f"</{open_list}>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _without_chars(html: str, count: int) -> str:
+    """``html`` without its first ``count`` characters of text (its tags kept)."""
+    out: list[str] = []
+    index = 0
+    while index < len(html) and count > 0:
+        if html[index] == "<":
+            end = html.index(">", index) + 1
+            out.append(html[index:end])
+            index = end
+            continue
+        if html[index] == "&":  # one character escaped
+            index = html.index(";", index) + 1
+        else:
+            index += 1
+        count -= 1
+    return ("".join(out) + html[index:].lstrip()).replace("<b></b>", "").replace("<i></i>", "")

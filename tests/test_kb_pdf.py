@@ -1,0 +1,224 @@
+"""PDF documents as a source (app/kb/pdf_documents.py): files written by a PDF library the way
+word processors lay documents out (a title, headings in larger or bold type, running feet with
+page numbers, lists, words broken over lines), and a web page printed by Chromium, imported for
+real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures_kb import articles, rejected, run_import
+
+NEW_PAGE = ("page", 0, "")
+
+
+def pdf(path: Path, *blocks: tuple[str, float, str], title: str | None = None, foot: str = ""):
+    """A PDF of ``blocks`` (style: "" or "B", size in points, text; ``NEW_PAGE`` starts a page),
+    each a paragraph in Helvetica at 1.3 times its size between lines and a gap after it, with
+    ``foot`` ("{page}" its number) at the foot of every page and ``title`` as its property."""
+    from fpdf import FPDF
+
+    class Document(FPDF):
+        def footer(self) -> None:
+            if foot:
+                self.set_y(-15)
+                self.set_font("Helvetica", "", 8)
+                self.cell(0, 10, foot.format(page=self.page_no()), align="C")
+
+    document = Document()
+    if title:
+        document.set_title(title)
+    document.add_page()
+    for style, size, text in blocks:
+        if style == "page":
+            document.add_page()
+            continue
+        document.set_font("Helvetica", style, size)
+        line_height = size * 1.3 * 25.4 / 72  # millimetres
+        document.multi_cell(0, line_height, text, new_x="LMARGIN", new_y="NEXT")
+        document.ln(line_height * 0.6)
+    document.output(str(path))
+    return path
+
+
+def _words(topic: str, count: int) -> str:
+    return " ".join(f"{topic}{n % 7}" for n in range(count)) + "."
+
+
+def test_a_pdf_manual_gives_an_article_per_section(db_url, tmp_path):
+    """A manual saved as PDF: its title paragraph and property, a table of contents, chapters
+    and sections in larger bold type, a foot with the page number on every page; its sections
+    are the articles, as a Word manual's are."""
+    path = pdf(
+        tmp_path / "handbook.pdf",
+        ("", 24, "Northwind card handbook"),
+        ("B", 16, "Contents"),
+        ("", 11, "Card limits ..................... 1\nLost cards ..................... 2"),
+        ("", 11, _words("intro", 60)),
+        ("B", 16, "Cards"),
+        ("", 11, _words("chapter", 40)),
+        ("B", 13, "Card limits"),
+        ("", 11, _words("limit", 350)),
+        ("B", 13, "Lost cards"),
+        (
+            "",
+            11,
+            "If you lose your card, freeze it in the app. You keep all the infor-\nmation "
+            "about it, and you can:",
+        ),
+        ("", 11, "- order a new card under Cards,\n- or call us on 0800 123 456."),
+        ("", 11, _words("lost", 280)),
+        ("B", 16, "Transfers"),
+        ("B", 13, "Fees"),
+        ("", 11, _words("fee", 350)),
+        title="Northwind card handbook",
+        foot="Northwind Bank - page {page} of 4",
+    )
+    report = run_import(db_url, [path])
+    assert report.notes == [f"{path}:1: document in sections: 5 sections read as 5 articles"]
+    stored = articles(db_url)
+    assert sorted((a.title, a.body.split(" ")[0]) for a in stored.values()) == [
+        ("Card limits", "<p>limit0"),
+        ("Cards", "<p>chapter0"),
+        ("Fees", "<p>fee0"),
+        ("Lost cards", "<p>If"),
+        ("Northwind card handbook", "<p>intro0"),
+    ]
+    lost = stored["lost-cards"].body
+    assert "all the information about it" in lost  # the broken word joined again
+    assert "<ul>\n<li>order a new card under Cards,</li>\n<li>or call us on" in lost
+    everything = " ".join(a.body for a in stored.values())
+    assert "Northwind Bank" not in everything and "handbook</" not in everything
+    assert "...." not in everything and "contents" not in stored
+    # its last paragraph goes on over the page break, the foot and page number left out
+    assert lost.count("<p>") == 2 and lost.endswith("lost6.</p>")
+
+
+def test_a_pdf_faq_of_bold_questions_gives_an_article_per_question(db_url, tmp_path):
+    """Questions in bold at the size of the text, as people write an FAQ without heading
+    styles; no title property, so the title is the first page's paragraph in the largest type;
+    an answer's bold warning ending as a sentence stays in the answer."""
+    path = pdf(
+        tmp_path / "card-faq.pdf",
+        ("B", 18, "Card questions"),
+        ("", 11, "Answers to what customers ask us most about their cards."),
+        ("B", 11, "How do I freeze my card?"),
+        ("", 11, "Open the app, tap Cards and then Freeze."),
+        ("B", 11, "Never share your PIN with anyone."),
+        ("B", 11, "Can I use my card abroad?"),
+        ("", 11, "Yes, in every country that takes Mastercard."),
+        NEW_PAGE,
+        ("B", 11, "What does a replacement cost?"),
+        ("", 11, "Nothing: replacements are free."),
+    )
+    run_import(db_url, [path])
+    stored = articles(db_url)
+    assert sorted(stored) == [
+        "can-i-use-my-card-abroad",
+        "how-do-i-freeze-my-card",
+        "what-does-a-replacement-cost",
+    ]
+    assert stored["how-do-i-freeze-my-card"].body == (
+        "<p>Open the app, tap Cards and then Freeze.</p>\n<p><b>Never share your PIN with "
+        "anyone.</b></p>"
+    )
+    assert stored["what-does-a-replacement-cost"].source == f"{path}"
+
+
+def test_a_message_names_the_page(db_url, tmp_path):
+    """Each page is a line of the page read, so a message's line is the PDF's page."""
+    path = pdf(
+        tmp_path / "faq.pdf",
+        ("B", 11, "How do I freeze my card?"),
+        ("", 11, "Open the app and tap Freeze."),
+        ("B", 11, "Can I use my card abroad?"),
+        ("", 11, "Yes."),
+        NEW_PAGE,
+        ("B", 11, "What does a replacement cost?"),
+    )
+    assert rejected(db_url, [path]) == [
+        f"{path}:2: question 'What does a replacement cost?' has no answer"
+    ]
+
+
+def test_pdfs_that_cannot_be_read_are_refused_with_what_to_do(db_url, tmp_path):
+    """A PDF locked by a password or cut short is an error, and nothing is imported; a scanned
+    one, with no text, is skipped with a warning."""
+    from fpdf import FPDF
+
+    locked = FPDF()
+    locked.set_encryption(owner_password="owner", user_password="secret")
+    locked.add_page()
+    locked.set_font("Helvetica", "", 11)
+    locked.cell(0, 10, "How do I freeze my card?")
+    locked.output(str(tmp_path / "locked.pdf"))
+    cut = tmp_path / "cut.pdf"
+    cut.write_bytes((tmp_path / "locked.pdf").read_bytes()[:200])
+    good = pdf(tmp_path / "good.pdf", ("", 11, "Cards are free."), title="Card fees")
+    assert rejected(db_url, [good, tmp_path / "locked.pdf", cut]) == [
+        f"{tmp_path / 'locked.pdf'}:1: a PDF protected by a password: save a copy without one "
+        "(print it to PDF, or remove the password in the program that made it) and import that",
+        f"{cut}:1: not a PDF, or a damaged one (Unexpected EOF)",
+    ]
+    assert articles(db_url) == {}
+
+    scanned = FPDF()
+    scanned.add_page()
+    scanned.rect(20, 20, 170, 250, style="F")  # a page that is a picture: no text
+    scanned.output(str(tmp_path / "scanned.pdf"))
+    report = run_import(db_url, [good, tmp_path / "scanned.pdf"])
+    assert report.warnings == [
+        f"{tmp_path / 'scanned.pdf'}:1: a PDF with no text, only pictures of its pages (a scanned "
+        "document): run it through text recognition (OCR) first, or import the document it was "
+        "made from: skipped"
+    ]
+    assert [a.title for a in articles(db_url).values()] == ["Card fees"]
+
+
+@pytest.mark.browser
+def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
+    """A help centre's FAQ page saved as PDF by Chromium, with the date, title, address and
+    page numbers it prints in the margins: one article per question, with its bold words and
+    its list, and none of what the browser printed around the page."""
+    answers = {
+        f"How do I {verb} my card?": f"<p>Open <b>Cards</b> and tap <b>{verb.title()}</b>. "
+        + "It takes effect at once, in the app and for payments in shops and online. " * 6
+        + "</p>"
+        for verb in ("freeze", "unfreeze", "replace", "cancel", "activate", "rename")
+    }
+    answers["Which cards can I order?"] = (
+        "<p>You can order:</p><ul><li>a physical card, free;</li><li>a virtual card, "
+        "free;</li><li>a metal card, for £50.</li></ul>"
+    )
+    page = browser.new_page()
+    page.set_content(
+        "<!doctype html><html><head><title>Card questions – Northwind Help Centre</title>"
+        "</head><body><header>Northwind Help Centre</header><main><h1>Card questions</h1>"
+        + "".join(f"<h2>{q}</h2>{a}" for q, a in answers.items())
+        + "</main></body></html>"
+    )
+    path = tmp_path / "Card questions.pdf"
+    page.pdf(
+        path=str(path),
+        display_header_footer=True,
+        header_template='<div style="font-size:8px"><span class="date"></span> '
+        '<span class="title"></span></div>',
+        footer_template='<div style="font-size:8px"><span class="url"></span> '
+        '<span class="pageNumber"></span>/<span class="totalPages"></span></div>',
+        margin={"top": "60px", "bottom": "60px"},
+    )
+    page.close()
+    report = run_import(db_url, [path])
+    assert report.notes == [f"{path}:1: FAQ page: 7 questions read as 7 articles"]
+    stored = articles(db_url)
+    assert sorted(a.title for a in stored.values()) == sorted(answers)
+    freeze = stored["how-do-i-freeze-my-card"].body
+    assert freeze.startswith("<p>Open <b>Cards</b> and tap <b>Freeze</b>. It takes effect")
+    assert stored["which-cards-can-i-order"].body == (
+        "<p>You can order:</p>\n<ul>\n<li>a physical card, free;</li>\n<li>a virtual card, "
+        "free;</li>\n<li>a metal card, for £50.</li></ul>"
+    )
+    everything = " ".join(a.body for a in stored.values())
+    assert "Northwind Help Centre" not in everything and "about:blank" not in everything
+    assert "/2" not in everything  # the page numbers
