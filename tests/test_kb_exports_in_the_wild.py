@@ -620,3 +620,45 @@ def test_front_matter_with_an_integer_too_long_for_python_is_named(
         f"{path}:2: {kind} front matter: a number of over 4,300 digits; "
         "put it in quotes to make it text"
     ]
+
+
+NOTION_ID = "1f3a9c2be4d84a7f9e0b5c6d7e8f9a0b"
+
+
+def test_a_notion_markdown_pages_properties_give_its_tags_category_and_state(db_url, write_kb_file):
+    """Notion's Markdown export writes a database page's properties as lines under its title;
+    they give tags, category and state, as its HTML export's table does, and stay out of the
+    body. The same lines in a file not named by Notion are the page's text."""
+    limits = write_kb_file(
+        f"Help Centre/Card limits {NOTION_ID}.md",
+        "# Card limits\n\nTags: cards, limits\nCategory: Cards\nStatus: Published\n"
+        "Created: November 2, 2026 9:14 AM\n\nYou can spend 5,000 EUR a day.\n",
+    )
+    write_kb_file(
+        f"Help Centre/Card fees {NOTION_ID[::-1]}.md",
+        "# Card fees\n\nStatus: Draft\n\nPayments in euros are free.\n",
+    )
+    write_kb_file(
+        "Help Centre/Refunds.md", "# Refunds\n\nStatus: delayed this week.\n\nWithin 14 days.\n"
+    )
+    write_kb_file(  # a paragraph whose first line reads as a property is text
+        f"Help Centre/Fees abroad {NOTION_ID[1:]}a.md",
+        "# Fees abroad\n\nTopic: fees abroad are shown\nbefore you pay.\n",
+    )
+    run_import(db_url, [limits.parent])
+    stored = articles(db_url)
+    card = stored["card-limits"]
+    assert (card.tags, card.category, card.published) == (["cards", "limits"], "Cards", True)
+    assert card.body.strip() == "You can spend 5,000 EUR a day."
+    assert stored["card-fees"].published is False
+    assert stored["refunds"].body.strip() == "Status: delayed this week.\n\nWithin 14 days."
+    abroad = stored["fees-abroad"]
+    assert (abroad.category, abroad.body.strip()[:6]) == (None, "Topic:")
+    # a state that is none is named on its line, as in any other format
+    review = write_kb_file(
+        f"review/Card travel {NOTION_ID}.md", "# Card travel\n\nStatus: In review\n\nAbroad too.\n"
+    )
+    assert rejected(db_url, [review]) == [
+        f"{review}:1: status 'In review' is not an article state (published, live, draft, "
+        "archived, hidden...); give a published column of true or false"
+    ]

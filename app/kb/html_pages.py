@@ -471,7 +471,7 @@ def page_content(root: Node) -> Node:
 # ``<table class="properties">`` in the page's ``<header>``, a row per property, its name in a
 # ``<th>`` and its values in the ``<td>`` (each of several in a span of its own). The properties
 # read, by name: the page's tags, its category and its state (published, draft...).
-_PROPERTY_FIELDS = {
+PROPERTY_FIELDS = {
     **dict.fromkeys(("tags", "labels", "keywords"), "tags"),
     **dict.fromkeys(("category", "section", "topic", "collection"), "category"),
     **dict.fromkeys(("status", "state"), "status"),
@@ -487,7 +487,7 @@ def _properties(root: Node) -> dict[str, object]:
                 continue
             for row in table.find_all("tr"):
                 name, cell = row.find("th"), row.find("td")
-                field = _PROPERTY_FIELDS.get(name.text().casefold()) if name else None
+                field = PROPERTY_FIELDS.get(name.text().casefold()) if name else None
                 if field is None or cell is None or field in fields:
                     continue
                 values = [

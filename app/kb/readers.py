@@ -43,6 +43,7 @@ from app.kb.faq_pages import html_faq_rows, markdown_faq_rows, section_rows
 from app.kb.html_pages import (
     HTML_SUFFIXES,
     LINK_LIST_MIN_LINKS,
+    PROPERTY_FIELDS,
     form_to_fill,
     html_fragment,
     link_list,
@@ -947,6 +948,9 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
             problems.add(display, 2, "front matter must be key: value pairs")
             return
     fields = {str(k).lower(): v for k, v in meta.items() if str(k).lower() in FRONT_MATTER_KEYS}
+    if not meta and _NOTION_FILE.search(path.name):
+        body, properties = _notion_properties(body)
+        fields.update(properties)
     _site_path_slug(fields)
     first_line = 1 + text.count("\n", 0, len(text) - len(body))
     body = plain_markdown(body, mdx=path.suffix.lower() == ".mdx")  # as many lines
@@ -966,6 +970,37 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
         render_body(body, as_written=True), display, problems
     ):
         yield SourceRow(display, 1, fields)
+
+
+# Notion's Markdown export names a page "<title> <id>.md", the id 32 hex digits, and writes a
+# database page's properties as "Name: value" lines between its title and its text.
+_NOTION_FILE = re.compile(r"\s[0-9a-f]{32}\.md\Z")
+_PROPERTY_LINE = re.compile(r"([^:]{1,40}):[ \t]+(\S.*)")
+
+
+def _notion_properties(body: str) -> tuple[str, dict[str, object]]:
+    """A Notion page's Markdown without the properties under its title (blank lines instead,
+    so that lines keep their numbers), and the tags, category and state they give (the names
+    Notion's HTML export is read by, app.kb.html_pages). Lines under the title that are not
+    all properties are the page's text."""
+    lines = body.split("\n")
+    index = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    if index == len(lines) or not _H1.match(lines[index]):
+        return body, {}
+    index = next((i for i in range(index + 1, len(lines)) if lines[i].strip()), len(lines))
+    start = index
+    fields: dict[str, object] = {}
+    while index < len(lines) and (found := _PROPERTY_LINE.fullmatch(lines[index].strip())):
+        field = PROPERTY_FIELDS.get(found.group(1).strip().casefold())
+        if field is not None and field not in fields:
+            value = found.group(2).strip()
+            tags = [tag.strip() for tag in value.split(",") if tag.strip()]  # Notion joins by ", "
+            fields[field] = tags if field == "tags" else value
+        index += 1
+    if index == start or index < len(lines) and lines[index].strip():
+        return body, {}
+    lines[start:index] = [""] * (index - start)
+    return "\n".join(lines), fields
 
 
 def _link_marks(markdown: str) -> int:
