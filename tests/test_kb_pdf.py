@@ -56,7 +56,7 @@ def test_a_pdf_manual_gives_an_article_per_section(db_url, tmp_path):
         ("B", 16, "Contents"),
         ("", 11, "Card limits ..................... 1\nLost cards ..................... 2"),
         ("", 11, _words("intro", 60)),
-        ("B", 16, "Cards"),
+        ("B", 16, "Cards: ordering, activating, freezing and replacing them, at home and abroad"),  # over two lines
         ("", 11, _words("chapter", 40)),
         ("B", 13, "Card limits"),
         ("", 11, _words("limit", 350)),
@@ -80,7 +80,7 @@ def test_a_pdf_manual_gives_an_article_per_section(db_url, tmp_path):
     stored = articles(db_url)
     assert sorted((a.title, a.body.split(" ")[0]) for a in stored.values()) == [
         ("Card limits", "<p>limit0"),
-        ("Cards", "<p>chapter0"),
+        ("Cards: ordering, activating, freezing and replacing them, at home and abroad", "<p>chapter0"),
         ("Fees", "<p>fee0"),
         ("Lost cards", "<p>If"),
         ("Northwind card handbook", "<p>intro0"),

@@ -12,10 +12,10 @@ rebuilt:
   in a bold face (``Arial-BoldMT``, ``Calibri,Bold``); the body size is the size most of the
   document's characters have; bold and italic words are kept as such;
 - lines of one look follow each other in a paragraph until the gap between two is wider than
-  the document's usual line spacing (``PARAGRAPH_GAP`` times it), the next line is indented, the
-  line before ends a sentence well short of the right margin, or the next starts a list item; a
-  paragraph goes on over a page or column break when it has not ended a sentence; a word broken
-  over two lines with a hyphen is joined again;
+  the document's usual line spacing, for their size (``PARAGRAPH_GAP`` times it), the next line
+  is indented, the line before ends a sentence well short of the right margin, or the next
+  starts a list item; a paragraph goes on over a page or column break when it has not ended a
+  sentence; a word broken over two lines with a hyphen is joined again;
 - a paragraph of at most ``HEADING_MAX_WORDS`` words in a size ``HEADING_SCALE`` times the
   body's or more is a heading: ``<h2>`` for the largest size of the document's headings,
   ``<h3>`` for the next..., as ``<h1>`` is a web page's title; a short paragraph wholly in bold
@@ -65,10 +65,11 @@ PARAGRAPH_GAP = 1.25
 SHORT_LINE = 0.15
 # Running heads and feet live in the top and bottom tenth of a page.
 MARGIN_SHARE = 0.1
+# Faces by their names (a subset's "BAAAAA+" prefix aside): "Arial-BoldMT", "Calibri,Italic".
 _BOLD_FACE = re.compile(r"bold|black|heavy|semibold|demibold|extrabold", re.IGNORECASE)
+_ITALIC_FACE = re.compile(r"italic|oblique", re.IGNORECASE)
 # A line ending so ends its sentence (or leads in to a list): a paragraph may end there.
 _ENDED = (".", "!", "?", ":", "\u3002", "\uff1f", "\uff01")
-_ITALIC_FACE = re.compile(r"italic|oblique", re.IGNORECASE)
 _BROKEN_WORD = re.compile(r"-((?:</[bi]>)*)\Z")
 # List items start with a bullet (Word's come from its Symbol and Wingdings fonts, in Unicode's
 # private area), else a dash or a number, which start one only where a sentence has ended or a
@@ -321,7 +322,7 @@ def _without_contents(lines: list[_Line]) -> list[_Line]:
 
 
 def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
-    """``lines`` joined into paragraphs; the usual spacing is the commonest distance between
+    """``lines`` joined into paragraphs. The usual spacing is the commonest distance between
     two lines of body text that follow each other on a page."""
     spacing = _most_common(
         (
@@ -331,6 +332,7 @@ def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
         ),
         default=body_size * 1.2,
     )
+    pitch = spacing / body_size if body_size > 0 else 1.2  # per point of the type's size
     right = max((line.x1 for line in lines), default=0.0)
     paragraphs: list[_Paragraph] = []
     current: _Paragraph | None = None
@@ -339,7 +341,7 @@ def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
         if (
             current is None
             or previous is None
-            or _starts_paragraph(previous, line, spacing, right, current)
+            or _starts_paragraph(previous, line, pitch, right, current)
         ):
             current = _Paragraph(line.page, line.size, line.bold)
             paragraphs.append(current)
@@ -349,7 +351,7 @@ def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
 
 
 def _starts_paragraph(
-    previous: _Line, line: _Line, spacing: float, right: float, current: _Paragraph
+    previous: _Line, line: _Line, pitch: float, right: float, current: _Paragraph
 ) -> bool:
     """Whether ``line`` starts a paragraph after ``previous``, the last line of ``current``."""
     if abs(line.size - previous.size) > 0.5 or line.bold != previous.bold:
@@ -361,7 +363,7 @@ def _starts_paragraph(
     gap = previous.y0 - line.y0
     if line.page != previous.page or gap < -line.size / 2:  # a page or a column ends
         return ended
-    if gap > spacing * PARAGRAPH_GAP + 0.5:
+    if gap > pitch * line.size * PARAGRAPH_GAP + 0.5:  # spacing grows with the type's size
         return True
     if line.x0 > previous.x0 + line.size and not in_list:
         return True  # a first line indented
