@@ -957,6 +957,50 @@ def test_definition_list_of_questions(db_url, write_kb_file):
     )
 
 
+def test_questions_written_as_bold_or_marked_paragraphs(db_url, write_kb_file):
+    """FAQs written without heading styles: a question in bold, or marked "Q:", is a paragraph
+    of its own; each starts an article, a topic heading ends one, and the intro is none."""
+    content = """<p>Answers to what customers ask most.</p>
+<h2>Delivery</h2>
+<p><strong>Do you ship abroad?</strong></p>
+<p>Yes, to 30 countries.</p>
+<p id="cost"> <b>How much is delivery?</b> </p>
+<p>Free over 50 EUR.</p><ul><li>Otherwise 4 EUR.</li></ul>
+<h2>Returns</h2>
+<p>Q: Can I return an order?</p>
+<p>A: Within 30 days.</p>
+<p>Q3. Who pays for returns?</p>
+<p>We do. <strong>Why would you pay?</strong> You should not.</p>"""
+    path = write_kb_file("faq.html", page(content))
+    report = run_import(db_url, [path])
+    assert report.notes == [faq_note(path, 4)]
+    stored = articles(db_url)
+    assert {a.title: a.body for a in stored.values()} == {
+        "Do you ship abroad?": "<p>Yes, to 30 countries.</p>",
+        "How much is delivery?": "<p>Free over 50 EUR.</p>\n<ul>\n<li>Otherwise 4 EUR.</li></ul>",
+        "Can I return an order?": "<p>Within 30 days.</p>",
+        "Who pays for returns?": "<p>We do. <strong>Why would you pay?</strong> You should not.</p>",
+    }
+    assert stored["how-much-is-delivery"].source == f"{path}#cost"
+    # two bold questions in an article are its text, and so are bold questions outnumbered by
+    # the page's headings
+    two = write_kb_file(
+        "two.html",
+        page("<p><b>Why verify?</b></p><p>The law.</p><p><b>How long?</b></p><p>A day.</p>"),
+    )
+    topics = write_kb_file(
+        "topics.html",
+        page(
+            "".join(
+                f"<h2>{topic}</h2><p><b>Is {topic.lower()} free?</b></p><p>Yes.</p>"
+                for topic in ("Cards", "Transfers", "Savings")
+            )
+            + "<h2>Fees</h2><p>None.</p>"
+        ),
+    )
+    assert run_import(db_url, [two, topics]).created == 2
+
+
 MARKDOWN_FAQ = """---
 category: card_help
 tags: [cards, faq]
@@ -988,6 +1032,35 @@ Prices change every year.
 
 Yes.
 """
+
+
+def test_markdown_questions_in_bold_or_marked_lines(db_url, write_kb_file):
+    """A Markdown FAQ without headings for its questions: a line in bold or marked "Q:" that
+    starts a paragraph is a question, answered by what follows up to the next or a heading."""
+    path = write_kb_file(
+        "faq.md",
+        "# Shop FAQ\n\nWhat customers ask.\n\n## Delivery\n\n**Do you ship abroad?**\n"
+        "Yes, to 30 countries.\n\n__How much is delivery?__\n\nFree over 50 EUR.\n\n"
+        "```\nmd\n\n**Not a question in code?**\n```\n\n## Returns\n\nQ: Can I return an order?\n"
+        "A: Within 30 days,\n**which we pay for?**\n\nSee **our policy?** first.\n",
+    )
+    report = run_import(db_url, [path])
+    assert report.notes == [faq_note(path, 3)]
+    assert {a.title: a.body.strip() for a in articles(db_url).values()} == {
+        "Do you ship abroad?": "Yes, to 30 countries.",
+        "How much is delivery?": "Free over 50 EUR.\n\n```\nmd\n\n**Not a question in code?**\n```",
+        "Can I return an order?": (
+            "Within 30 days,\n**which we pay for?**\n\nSee **our policy?** first."
+        ),
+    }
+    # bold questions outnumbered by the page's topic headings are its text
+    topics = write_kb_file(
+        "guide.md",
+        "# Guide\n\n"
+        + "".join(f"## {t}\n\n**Is {t} free?**\n\nYes.\n\n" for t in ("Cards", "Pay", "Save"))
+        + "## Fees\n\nNone.\n",
+    )
+    assert run_import(db_url, [topics]).created == 1
 
 
 def test_markdown_faq_gives_one_article_per_question(db_url, write_kb_file):

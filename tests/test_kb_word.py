@@ -236,6 +236,26 @@ def test_numbered_questions_with_their_marks(db_url, tmp_path):
     }
 
 
+def test_questions_marked_in_plain_paragraphs(db_url, tmp_path):
+    """Questions typed as "Q:" paragraphs in the text's own style, no bold and no numbering."""
+    path = docx(
+        tmp_path / "faq.docx",
+        p(r("Our most asked questions.")),
+        p(r("Q: How do I reset my PIN?")),
+        p(r("A: Open the app and choose Security.")),
+        p(r("Q: What are my card limits?")),
+        p(r("A: 5,000 EUR a day.")),
+        p(r("Q: Can I pay contactless?")),
+        p(r("A: Yes.")),
+    )
+    run_import(db_url, [path])
+    assert {a.title: a.body for a in articles(db_url).values()} == {
+        "How do I reset my PIN?": "<p>Open the app and choose Security.</p>",
+        "What are my card limits?": "<p>5,000 EUR a day.</p>",
+        "Can I pay contactless?": "<p>Yes.</p>",
+    }
+
+
 def test_a_guide_is_one_article_titled_by_its_title_property_else_its_name(db_url, tmp_path):
     guide = docx(
         tmp_path / "guide.docx",

@@ -19,12 +19,18 @@ rule that applies decides:
    lists with at least 3 ``<dt>`` ending in "?": a question ``<dt>`` is answered by the
    ``<dd>``s after it, and ``<dt>``s in a row share them (the first is the title, the others
    alternate questions).
+4. Question paragraphs: at least 3 ``<p>`` that are each a question wholly in bold
+   (``<p><strong>Do you ship abroad?</strong></p>``) or marked as one ("Q: Do you ship
+   abroad?"), and no fewer than the content's headings below ``<h1>``, as FAQs are written
+   without heading styles (in a Word document a bold one is a heading already). Each starts an article whose
+   body is what follows it up to the next question paragraph or heading.
 
 A Word document that is none of these and is long, a manual, is read in sections instead
 (``section_rows``): one article per heading of its shallowest level with 3 or more.
 
 Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
-``{#id}`` gives one an id).
+``{#id}`` gives one an id), else rule 4 with lines that start a paragraph and are a question
+wholly in bold (``**Do you ship abroad?**``) or marked ("Q: ...?").
 
 Every article gets the page's category and tags (``<meta>``, or the front matter with its
 ``published``), the file as source with ``#id`` when its question has an id, and a slug derived
@@ -56,6 +62,8 @@ from app.kb.textfiles import Problems
 from app.vocab import counted
 
 MIN_QUESTIONS = 3
+# A question paragraph longer than this is a paragraph that asks something, not a question.
+QUESTION_PARAGRAPH_MAX_CHARS = 200
 HTML_LEVELS = (2, 3, 4)  # heading levels that may hold the questions, shallowest first
 MARKDOWN_LEVELS = (2, 3)
 # Front matter that belongs to one article, not to every question of a page.
@@ -171,7 +179,12 @@ def html_faq_rows(
     items = _json_ld_items(text, root, display, problems, address)
     if items is None:
         content = page_content(root)
-        items = _heading_items(content) or _details_items(content) or _definition_items(content)
+        items = (
+            _heading_items(content)
+            or _details_items(content)
+            or _definition_items(content)
+            or _paragraph_items(content)
+        )
     if not items:
         return None
     return _rows(items, page_meta_fields(root), display, display, problems)
@@ -383,6 +396,30 @@ def _definition_items(content: Node) -> list[FaqItem] | None:
     return items
 
 
+def _paragraph_items(content: Node) -> list[FaqItem] | None:
+    """Rule 4: question paragraphs."""
+    elements = list(_elements(content, leaves=frozenset({"p"})))
+    asked = [(p, q) for p in elements if p.tag == "p" and (q := _paragraph_question(p))]
+    topics = sum(1 for node in elements if node.tag in _HEADINGS and node.tag != "h1")
+    if len(asked) < max(MIN_QUESTIONS, topics):  # an <h1> is the page's title
+        return None
+    answers: dict[Node, Node | None] = {node: None for node in elements if node.tag in _HEADINGS}
+    answers.update((p, Node("#answer")) for p, _ in asked)
+    _Splitter(content, answers).visit(content)
+    return [_html_item(q, answers[p], p.line, _anchor(p)) for p, q in asked]
+
+
+def _paragraph_question(paragraph: Node) -> str | None:
+    """The question a paragraph is, wholly in bold or marked ("Q:"), else None."""
+    text = paragraph.text().strip()
+    if len(text) > QUESTION_PARAGRAPH_MAX_CHARS or _question(text) is None:
+        return None
+    if _Q_MARK.match(text):
+        return text
+    inside = [c for c in paragraph.children if not (isinstance(c, str) and not c.strip())]
+    return text if len(inside) == 1 and _is(inside[0], "b", "strong") else None
+
+
 def _list_entries(dl: Node) -> Iterator[Node]:
     """A ``<dl>``'s ``<dt>`` and ``<dd>`` elements, also those grouped in a ``<div>``."""
     for child in dl.children:
@@ -556,15 +593,18 @@ def markdown_faq_rows(
     headings = list(_markdown_headings(lines))
     level = _question_level(((lvl, text) for _, lvl, text, _ in headings), MARKDOWN_LEVELS)
     if level is None:
-        return None
-    bounds = [h for h in headings if h[1] <= level]
-    ends = [index for index, *_ in bounds[1:]] + [len(lines)]
-    items = []
-    for (index, lvl, text, anchor), end in zip(bounds, ends, strict=True):
-        question = _question(text) if lvl == level else None
-        if question is not None:
-            answer = "\n".join(lines[index + 1 : end]).strip()
-            items.append(FaqItem(question, answer, first_line + index, not answer, anchor))
+        items = _markdown_paragraph_items(lines, headings, first_line)
+        if items is None:
+            return None
+    else:
+        bounds = [h for h in headings if h[1] <= level]
+        ends = [index for index, *_ in bounds[1:]] + [len(lines)]
+        items = []
+        for (index, lvl, text, anchor), end in zip(bounds, ends, strict=True):
+            question = _question(text) if lvl == level else None
+            if question is not None:
+                answer = "\n".join(lines[index + 1 : end]).strip()
+                items.append(FaqItem(question, answer, first_line + index, not answer, anchor))
     ignored = [key for key in ONE_ARTICLE_KEYS if key in fields]
     if ignored:
         keys = ", ".join(ignored)
@@ -574,8 +614,8 @@ def markdown_faq_rows(
     return _rows(items, common, source if isinstance(source, str) else display, display, problems)
 
 
-def _markdown_headings(lines: list[str]) -> Iterator[tuple[int, int, str, str | None]]:
-    """(line index, level, text, id) of each ATX heading outside fenced code."""
+def _outside_code(lines: list[str]) -> Iterator[int]:
+    """The indexes of the lines outside fenced code."""
     fence: str | None = None
     for index, line in enumerate(lines):
         opening = _FENCE.match(line)
@@ -591,10 +631,54 @@ def _markdown_headings(lines: list[str]) -> Iterator[tuple[int, int, str, str | 
         if opening:
             fence = opening.group(1)
             continue
-        heading = _ATX.fullmatch(line)
+        yield index
+
+
+def _markdown_headings(lines: list[str]) -> Iterator[tuple[int, int, str, str | None]]:
+    """(line index, level, text, id) of each ATX heading outside fenced code."""
+    for index in _outside_code(lines):
+        heading = _ATX.fullmatch(lines[index])
         if heading:
             text = (heading.group(2) or "").strip()
             anchor = _HEADING_ID.search(text)
             if anchor:
                 text = text[: anchor.start()].rstrip()
             yield index, len(heading.group(1)), text, anchor.group(1) if anchor else None
+
+
+def _markdown_paragraph_items(
+    lines: list[str], headings: list[tuple[int, int, str, str | None]], first_line: int
+) -> list[FaqItem] | None:
+    """Rule 4 in Markdown: question paragraphs (``**Do you ship abroad?**`` or ``Q: Do you
+    ship abroad?`` on a line that starts a paragraph), at least 3 and no fewer than the
+    headings below ``#``; each is answered by the lines up to the next one or a heading."""
+    ends = {index for index, *_ in headings}
+    asked = []
+    for index in _outside_code(lines):
+        starts = index == 0 or not lines[index - 1].strip() or index - 1 in ends
+        question = _markdown_question(lines[index]) if starts and index not in ends else None
+        if question is not None:
+            asked.append((index, question))
+    if len(asked) < max(MIN_QUESTIONS, sum(1 for _, level, *_ in headings if level > 1)):
+        return None
+    bounds = sorted(ends | {index for index, _ in asked}) + [len(lines)]
+    items = []
+    for index, question in asked:
+        end = next(bound for bound in bounds if bound > index)
+        answer = "\n".join(lines[index + 1 : end]).strip()
+        items.append(FaqItem(question, answer, first_line + index, not answer, None))
+    return items
+
+
+_MARKDOWN_BOLD = re.compile(r"(\*\*|__)(.+?)\1")
+
+
+def _markdown_question(line: str) -> str | None:
+    """The question a line is, wholly in bold or marked ("Q:"), else None."""
+    text = line.strip()
+    bold = _MARKDOWN_BOLD.fullmatch(text)
+    if bold is not None:
+        text = bold.group(2).strip()
+    elif not _Q_MARK.match(text):
+        return None
+    return _question(text) if len(text) <= QUESTION_PARAGRAPH_MAX_CHARS else None
