@@ -1001,6 +1001,34 @@ def test_questions_written_as_bold_or_marked_paragraphs(db_url, write_kb_file):
     assert run_import(db_url, [two, topics]).created == 2
 
 
+def test_a_manual_on_one_web_page_gives_an_article_per_section(db_url, write_kb_file):
+    """A handbook of 3,000 words or more on one page (a Word manual saved as a web page) is
+    read by its sections, as a Word document is; a long help-centre article stays one."""
+
+    def words(topic: str, count: int) -> str:
+        return " ".join(f"{topic}{n % 7}" for n in range(count)) + "."
+
+    def handbook(title: str, sections: int, each: int) -> str:
+        body = "".join(
+            f'<h2 id="s{n}">Section {n}</h2><p>{words(f"w{n}x", each)}</p>' for n in range(sections)
+        )
+        return (
+            f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1>"
+            f"<p>{words('intro', 40)}</p>{body}</main></body></html>"
+        )
+
+    manual = write_kb_file("handbook.htm", handbook("Card handbook", 8, 400))
+    report = run_import(db_url, [manual])
+    assert report.notes == [f"{manual}:1: document in sections: 9 sections read as 9 articles"]
+    stored = articles(db_url)
+    assert stored["section-3"].body.startswith("<p>w3x0 w3x1")
+    assert stored["section-3"].source == f"{manual}#s3"
+    assert stored["card-handbook"].body.startswith("<p>intro0")
+    article = write_kb_file("article.html", handbook("Card guide", 4, 500))  # 2,041 words
+    assert run_import(db_url, [article]).notes == []
+    assert "<h2>Section 3</h2>" in articles(db_url)["card-guide"].body
+
+
 MARKDOWN_FAQ = """---
 category: card_help
 tags: [cards, faq]

@@ -25,8 +25,9 @@ rule that applies decides:
    without heading styles (in a Word document a bold one is a heading already). Each starts an article whose
    body is what follows it up to the next question paragraph or heading.
 
-A Word document that is none of these and is long, a manual, is read in sections instead
-(``section_rows``): one article per heading of its shallowest level with 3 or more.
+A page that is none of these and is long, a manual (a Word document or PDF of 1,000 words or
+more, an HTML page of 3,000), is read in sections instead (``section_rows``): one article per
+heading of its shallowest level with 3 or more.
 
 Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
 ``{#id}`` gives one an id), else rule 4 with lines that start a paragraph and are a question
@@ -193,15 +194,17 @@ def html_faq_rows(
 # A long document (a Word manual) in sections: one article per section.
 MIN_SECTIONS = 3
 LONG_DOCUMENT_WORDS = 1000
+# A web page is long when it is a manual on one page: a help centre's articles are shorter.
+LONG_PAGE_WORDS = 3000
 SECTION_LEVELS = (1, 2, 3)
 SECTION_WORDS = 500  # at most, on average: an answer, not a chapter
 
 
 def section_rows(
-    root: Node, title: str, display: str, problems: Problems
+    root: Node, title: str, display: str, problems: Problems, long: int = LONG_DOCUMENT_WORDS
 ) -> list[SourceRow] | None:
     """The articles of a long document in sections, or None when it is not one: at least
-    ``LONG_DOCUMENT_WORDS`` words and at least ``MIN_SECTIONS`` headings at one of
+    ``long`` words and at least ``MIN_SECTIONS`` headings at one of
     ``SECTION_LEVELS`` (the document's ``title`` is not among its headings): the shallowest
     such level whose sections hold at most ``SECTION_WORDS`` words on average, else the
     deepest (a manual's chapters are read by their sections). Each such heading starts an
@@ -212,7 +215,7 @@ def section_rows(
     section, a section to come) is left out."""
     content = page_content(root)
     words = len(content.text().split())
-    if words < LONG_DOCUMENT_WORDS:
+    if words < long:
         return None
     headings = [node for node in _elements(content) if node.tag in _HEADINGS]
     counts = Counter(_HEADINGS[h.tag] for h in headings if h.text())

@@ -39,7 +39,13 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from app.kb.archives import Progress, unpack_zip
-from app.kb.faq_pages import html_faq_rows, markdown_faq_rows, section_rows
+from app.kb.faq_pages import (
+    LONG_DOCUMENT_WORDS,
+    LONG_PAGE_WORDS,
+    html_faq_rows,
+    markdown_faq_rows,
+    section_rows,
+)
 from app.kb.html_pages import (
     HTML_SUFFIXES,
     LINK_LIST_MIN_LINKS,
@@ -1028,7 +1034,7 @@ def read_word_document(path: Path, display: str, problems: Problems, on_bytes: B
         problems.add(display, 1, str(exc))
         return
     on_bytes(path.stat().st_size)
-    yield from _html_page_rows(text, display, problems, sections=True)
+    yield from _html_page_rows(text, display, problems, long=LONG_DOCUMENT_WORDS)
 
 
 def read_pdf_document(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
@@ -1051,15 +1057,16 @@ def read_pdf_document(path: Path, display: str, problems: Problems, on_bytes: By
         problems.add(display, 1, str(exc))
         return
     on_bytes(size - counted_bytes)
-    yield from _html_page_rows(text, display, problems, sections=True)
+    yield from _html_page_rows(text, display, problems, long=LONG_DOCUMENT_WORDS)
 
 
 def _html_page_rows(
-    text: str, display: str, problems: Problems, sections: bool = False
+    text: str, display: str, problems: Problems, long: int = LONG_PAGE_WORDS
 ) -> Iterator[SourceRow]:
     """The rows of a page's HTML: none for a page that is no answer (a Confluence export's
     table of contents, a form, a list of links, each with a warning), one per question of an
-    FAQ page, with ``sections`` one per section of a long document in sections, else one."""
+    FAQ page, one per section of a document in sections of ``long`` words or more (a manual),
+    else one."""
     root = parse_html(text)
     if space_contents(root):
         problems.warn(
@@ -1079,11 +1086,10 @@ def _html_page_rows(
     if fields is None:
         problems.add(display, 1, "no <title> and no <h1> to take the article's title from")
         return
-    if sections:
-        rows = section_rows(root, str(fields["title"]), display, problems)
-        if rows is not None:
-            yield from rows
-            return
+    rows = section_rows(root, str(fields["title"]), display, problems, long)
+    if rows is not None:
+        yield from rows
+        return
     fields["source"] = display
     form = form_to_fill(root, str(fields["body"]))
     if form is not None:
