@@ -56,7 +56,11 @@ def test_a_pdf_manual_gives_an_article_per_section(db_url, tmp_path):
         ("B", 16, "Contents"),
         ("", 11, "Card limits ..................... 1\nLost cards ..................... 2"),
         ("", 11, _words("intro", 60)),
-        ("B", 16, "Cards: ordering, activating, freezing and replacing them, at home and abroad"),  # over two lines
+        (
+            "B",
+            16,
+            "Cards: ordering, activating, freezing and replacing them, at home and abroad",
+        ),  # over two lines
         ("", 11, _words("chapter", 40)),
         ("B", 13, "Card limits"),
         ("", 11, _words("limit", 350)),
@@ -80,7 +84,10 @@ def test_a_pdf_manual_gives_an_article_per_section(db_url, tmp_path):
     stored = articles(db_url)
     assert sorted((a.title, a.body.split(" ")[0]) for a in stored.values()) == [
         ("Card limits", "<p>limit0"),
-        ("Cards: ordering, activating, freezing and replacing them, at home and abroad", "<p>chapter0"),
+        (
+            "Cards: ordering, activating, freezing and replacing them, at home and abroad",
+            "<p>chapter0",
+        ),
         ("Fees", "<p>fee0"),
         ("Lost cards", "<p>If"),
         ("Northwind card handbook", "<p>intro0"),
@@ -97,8 +104,7 @@ def test_a_pdf_manual_gives_an_article_per_section(db_url, tmp_path):
 
 def test_a_pdf_faq_of_bold_questions_gives_an_article_per_question(db_url, tmp_path):
     """Questions in bold at the size of the text, as people write an FAQ without heading
-    styles; no title property, so the title is the first page's paragraph in the largest type;
-    an answer's bold warning ending as a sentence stays in the answer."""
+    styles; an answer's bold warning ending as a sentence stays in the answer."""
     path = pdf(
         tmp_path / "card-faq.pdf",
         ("B", 18, "Card questions"),
@@ -124,6 +130,23 @@ def test_a_pdf_faq_of_bold_questions_gives_an_article_per_question(db_url, tmp_p
         "anyone.</b></p>"
     )
     assert stored["what-does-a-replacement-cost"].source == f"{path}"
+
+
+def test_a_pdfs_title_without_a_title_property(db_url, tmp_path):
+    """The first page's paragraph in the largest type no other has, else the file's name; a
+    title property that is a file name, as Word writes one, is none."""
+    guide = pdf(
+        tmp_path / "guide.pdf",
+        ("", 20, "Paying abroad"),
+        ("", 11, "Cards work in every country."),
+        title="Microsoft Word - guide.docx",
+    )
+    plain = pdf(tmp_path / "card-fees.pdf", ("", 11, "Cards are free."), ("", 11, "Always."))
+    run_import(db_url, [guide, plain])
+    assert {a.title: a.body for a in articles(db_url).values()} == {
+        "Paying abroad": "<p>Cards work in every country.</p>",
+        "card-fees": "<p>Cards are free.</p>\n<p>Always.</p>",
+    }
 
 
 def test_a_message_names_the_page(db_url, tmp_path):

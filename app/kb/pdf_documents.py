@@ -60,6 +60,10 @@ HEADING_MAX_WORDS = 25
 # A gap between two lines wider than this many times the document's usual line spacing ends a
 # paragraph (paragraph spacing); lines of one paragraph sit at the usual spacing, give or take.
 PARAGRAPH_GAP = 1.25
+# The usual spacing is read off a document seen this many times, else taken as single spacing
+# (1.2 times the type's size).
+MIN_SPACINGS = 3
+SINGLE_SPACING = 1.2
 # A line ending a sentence this share of the column short of the right margin ends a paragraph
 # (for documents without space between paragraphs).
 SHORT_LINE = 0.15
@@ -323,16 +327,16 @@ def _without_contents(lines: list[_Line]) -> list[_Line]:
 
 def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
     """``lines`` joined into paragraphs. The usual spacing is the commonest distance between
-    two lines of body text that follow each other on a page."""
-    spacing = _most_common(
-        (
-            (round((a.y0 - b.y0) * 2) / 2, 1)
-            for a, b in zip(lines, lines[1:], strict=False)
-            if a.page == b.page and a.size == b.size == body_size and a.y0 > b.y0
-        ),
-        default=body_size * 1.2,
+    two lines of body text that follow each other on a page, when it is seen often enough to
+    be the spacing within paragraphs rather than between them."""
+    distances = Counter(
+        round((a.y0 - b.y0) * 2) / 2
+        for a, b in zip(lines, lines[1:], strict=False)
+        if a.page == b.page and a.size == b.size == body_size and a.y0 > b.y0
     )
-    pitch = spacing / body_size if body_size > 0 else 1.2  # per point of the type's size
+    spacing, seen = distances.most_common(1)[0] if distances else (0.0, 0)
+    # per point of the type's size; too few lines to tell, single spacing
+    pitch = spacing / body_size if seen >= MIN_SPACINGS and body_size > 0 else SINGLE_SPACING
     right = max((line.x1 for line in lines), default=0.0)
     paragraphs: list[_Paragraph] = []
     current: _Paragraph | None = None
