@@ -16,10 +16,10 @@
   then the body; HTML pages (app.kb.html_pages); Word documents and PDFs, read as the pages
   they are written as (app.kb.word_documents, app.kb.pdf_documents). A folder is searched
   recursively for all four, and a zip archive is read as the folder it holds
-  (app.kb.archives). An FAQ page, in any of them,
-  gives one article per question (app.kb.faq_pages); a page that only lists links to other
-  pages, a form to fill in and a Confluence export's table of contents give none, with a
-  warning.
+  (app.kb.archives). An FAQ page, in any of them, gives one article per question, and a
+  manual in sections one per section (app.kb.faq_pages); a page that only lists links to
+  other pages, a form to fill in and a Confluence export's table of contents give none, with
+  a warning; so does a PDF without text.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
