@@ -165,6 +165,54 @@ def test_a_message_names_the_page(db_url, tmp_path):
     ]
 
 
+def form_page_pdf(path: Path, paragraphs: list[str], box: str = "0 0 612 792", text: str = ""):
+    """A one-page PDF whose page draws one form (an XObject, of ``box``) holding
+    ``paragraphs``, as some PDF printers write every page, and ``text`` on the page itself;
+    written object by object."""
+    lines = "\n".join(f"({line}) Tj T* T*" for line in paragraphs)
+    form = f"BT /F1 11 Tf 14 TL 72 700 Td\n{lines}\nET".encode()
+    own = f"BT /F1 11 Tf 72 400 Td ({text}) Tj ET " if text else ""
+    content = f"{own}q 1 0 0 1 0 0 cm /Fm1 Do Q".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << "
+        b"/Fm1 5 0 R >> /Font << /F1 6 0 R >> >> /Contents 4 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+        b"<< /Type /XObject /Subtype /Form /BBox [%s] /Resources << /Font << /F1 6 0 R >> >> "
+        b"/Length %d >>\nstream\n%s\nendstream" % (box.encode(), len(form), form),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_a_page_drawn_as_one_form_is_read(db_url, tmp_path):
+    """Text inside a form that covers the page is the page's text, not a scanned page's; the
+    labels of a small one (a chart's) are not."""
+    path = form_page_pdf(tmp_path / "fees.pdf", ["Cards are free.", "Cash costs 1%."])
+    chart = form_page_pdf(
+        tmp_path / "chart.pdf", ["Jan", "Feb"], box="60 600 260 720", text="Fees fell in May."
+    )
+    assert run_import(db_url, [path, chart]).warnings == []
+    assert {a.title: a.body for a in articles(db_url).values()} == {
+        "fees": "<p>Cards are free.</p>\n<p>Cash costs 1%.</p>",
+        "chart": "<p>Fees fell in May.</p>",
+    }
+
+
 def test_pdfs_that_cannot_be_read_are_refused_with_what_to_do(db_url, tmp_path):
     """A PDF locked by a password or cut short is an error, and nothing is imported; a scanned
     one, with no text, is skipped with a warning."""

@@ -33,8 +33,9 @@ rebuilt:
   so is a table of contents: its entries (a heading, dot leaders, a page number) and the short
   heading before them.
 
-Tables are read as their lines of text, and links, images, and notes at the foot of a page are
-not kept. Each page is one line of the page, so a message's line number is the PDF's page
+Text drawn inside a form (an XObject) covering half a page or more is the page's, as some PDF
+printers draw each page as one form; a smaller form's (a chart's labels) is not. Tables are
+read as their lines of text, and links, images, and notes at the foot of a page are not kept. Each page is one line of the page, so a message's line number is the PDF's page
 number. A PDF protected by a password or damaged is an error; one with no text (pages scanned as
 pictures) is skipped with a warning, as there is nothing to import; each says what to do.
 """
@@ -46,7 +47,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from html import escape
 from pathlib import Path
@@ -165,7 +166,7 @@ def _read(
     """The document's text lines in reading order, each page's height, its Title property."""
     # imported here, when a PDF is read: 0.1 s that no other import pays
     from pdfminer.converter import PDFPageAggregator
-    from pdfminer.layout import LAParams, LTChar, LTCurve, LTTextBox, LTTextLine
+    from pdfminer.layout import LAParams, LTChar, LTCurve, LTFigure, LTTextBox, LTTextLine
     from pdfminer.pdfdocument import PDFDocument, PDFPasswordIncorrect
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
     from pdfminer.pdfpage import PDFPage
@@ -184,15 +185,18 @@ def _read(
                     title = " ".join(decode_text(value).split()) or None
             pages = list(PDFPage.create_pages(document))
             resources = PDFResourceManager()
-            device = PDFPageAggregator(resources, laparams=LAParams())
+            # text inside drawn forms too: some programs draw each page as one form
+            device = PDFPageAggregator(resources, laparams=LAParams(all_texts=True))
             interpreter = PDFPageInterpreter(resources, device)
             for number, page in enumerate(pages, 1):
                 interpreter.process_page(page)
                 layout = device.get_result()
                 heights.append(layout.height)
-                bullets = [item.bbox for item in layout if isinstance(item, LTCurve)]
-                bullets = [box for box in bullets if _bullet_sized(box)]
-                for box in layout:
+                items = list(_page_items(layout, layout.width * layout.height, LTFigure))
+                bullets = [
+                    i.bbox for i in items if isinstance(i, LTCurve) and _bullet_sized(i.bbox)
+                ]
+                for box in items:
                     for row in box if isinstance(box, LTTextBox) else ():
                         line = _line(number, row, LTChar) if isinstance(row, LTTextLine) else None
                         if line is not None:
@@ -210,6 +214,18 @@ def _read(
     if title and _FILE_NAME.search(title):
         title = None
     return lines, heights, title
+
+
+def _page_items(container, page_area: float, figure_type) -> Iterator:
+    """The layout items of a page, and of a drawn form (a figure) that covers half of it or more,
+    as a program that draws each page as one form writes it; the text of a smaller figure (a
+    chart's labels, a diagram's) is not the page's."""
+    for item in container:
+        if isinstance(item, figure_type):
+            if item.width * item.height * 2 >= page_area:
+                yield from _page_items(item, page_area, figure_type)
+        else:
+            yield item
 
 
 def _line(page: int, row, char_type) -> _Line | None:
