@@ -1091,6 +1091,43 @@ def test_markdown_questions_in_bold_or_marked_lines(db_url, write_kb_file):
     assert run_import(db_url, [topics]).created == 1
 
 
+def test_a_markdown_manual_gives_an_article_per_section(db_url, write_kb_file):
+    """A handbook of 3,000 words or more in one Markdown file is read by its sections, with
+    its front matter's category and tags on each, a section's {#id} in its source, and its
+    line in messages; a shorter guide stays one article."""
+
+    def words(topic: str, count: int) -> str:
+        return " ".join(f"{topic}{n % 7}" for n in range(count)) + "."
+
+    sections = "".join(f"## Section {n} {{#s{n}}}\n\n{words(f'w{n}x', 400)}\n\n" for n in range(8))
+    manual = write_kb_file(
+        "handbook.md",
+        f"---\ncategory: cards\ntags: [manual]\n---\n# Card handbook\n\n{words('intro', 40)}\n\n"
+        "```\n## Not a section\n```\n\n"
+        f"{sections}## Empty\n\n## Last\n\n",
+    )
+    report = run_import(db_url, [manual])
+    assert report.notes == [f"{manual}:1: document in sections: 9 sections read as 9 articles"]
+    assert report.problems == []  # "Empty" and "Last" have no text and are left out
+    stored = articles(db_url)
+    assert sorted(stored) == ["card-handbook"] + [f"section-{n}" for n in range(8)]
+    three = stored["section-3"]
+    assert three.body.startswith("w3x0 w3x1") and three.source == f"{manual}#s3"
+    assert (three.category, three.tags) == ("cards", ["manual"])
+    assert "## Not a section" in stored["card-handbook"].body
+    parts = "".join(f"## Part {n}\n\n{words('p', 300)}\n\n" for n in range(4))
+    guide = write_kb_file("guide.md", f"# Card guide\n\n{parts}")  # 1,200 words
+    assert run_import(db_url, [guide]).notes == []
+    # a message names the section's heading line
+    long_title = write_kb_file(
+        "long.md", manual.read_text().replace("## Section 7 {#s7}", "## " + "x" * 501)
+    )
+    line = long_title.read_text().split("\n").index("## " + "x" * 501) + 1
+    assert rejected(db_url, [long_title]) == [
+        f"{long_title}:{line}: title is 501 characters; the limit is 500"
+    ]
+
+
 def test_markdown_faq_gives_one_article_per_question(db_url, write_kb_file):
     path = write_kb_file("cards.md", MARKDOWN_FAQ)
     report = run_import(db_url, [path])

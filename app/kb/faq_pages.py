@@ -26,8 +26,8 @@ rule that applies decides:
    body is what follows it up to the next question paragraph or heading.
 
 A page that is none of these and is long, a manual (a Word document or PDF of 1,000 words or
-more, an HTML page of 3,000), is read in sections instead (``section_rows``): one article per
-heading of its shallowest level with 3 or more.
+more, an HTML page or a Markdown file of 3,000), is read in sections instead (``section_rows``,
+``markdown_section_rows``): one article per heading of its shallowest level with 3 or more.
 
 Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
 ``{#id}`` gives one an id), else rule 4 with lines that start a paragraph and are a question
@@ -608,13 +608,55 @@ def markdown_faq_rows(
             if question is not None:
                 answer = "\n".join(lines[index + 1 : end]).strip()
                 items.append(FaqItem(question, answer, first_line + index, not answer, anchor))
+    return _markdown_rows(items, fields, display, problems)
+
+
+def _markdown_rows(
+    items: list[FaqItem],
+    fields: dict[str, object],
+    display: str,
+    problems: Problems,
+    split: str = "FAQ page",
+    unit: str = "question",
+) -> list[SourceRow]:
+    """The rows of a Markdown page's items, with the page's category, tags and state."""
     ignored = [key for key in ONE_ARTICLE_KEYS if key in fields]
     if ignored:
         keys = ", ".join(ignored)
-        problems.note(display, 1, f"ignoring front matter {keys}: each question is an article")
+        problems.note(display, 1, f"ignoring front matter {keys}: each {unit} is an article")
     common = {k: fields[k] for k in ("category", "tags", "published") if k in fields}
     source = fields.get("source")
-    return _rows(items, common, source if isinstance(source, str) else display, display, problems)
+    source = source if isinstance(source, str) else display
+    return _rows(items, common, source, display, problems, split, unit)
+
+
+def markdown_section_rows(
+    body: str, first_line: int, fields: dict[str, object], display: str, problems: Problems
+) -> list[SourceRow] | None:
+    """The articles of a long Markdown page in sections (a manual on one page) whose ``body``
+    starts on ``first_line``, its title in ``fields`` and out of the body, or None when it is
+    not one: ``LONG_PAGE_WORDS`` words or more, split as ``section_rows`` splits an HTML page,
+    at ``#`` to ``###`` headings outside fenced code."""
+    title = fields.get("title")
+    words = sum(1 for word in body.split() if any(c.isalnum() for c in word))
+    if not isinstance(title, str) or words < LONG_PAGE_WORDS:
+        return None
+    lines = body.split("\n")
+    headings = [h for h in _markdown_headings(lines) if h[1] in SECTION_LEVELS and h[2]]
+    counts = Counter(level for _, level, _, _ in headings)
+    levels = [n for n in SECTION_LEVELS if counts[n] >= MIN_SECTIONS]
+    if not levels:
+        return None
+    level = next((n for n in levels if words / counts[n] <= SECTION_WORDS), levels[-1])
+    bounds = [h for h in headings if h[1] <= level]
+    ends = [index for index, *_ in bounds[1:]] + [len(lines)]
+    opening = "\n".join(lines[: bounds[0][0]]).strip()
+    items = [FaqItem(title, opening, first_line, not opening, None)]
+    for (index, _, text, anchor), end in zip(bounds, ends, strict=True):
+        answer = "\n".join(lines[index + 1 : end]).strip()
+        items.append(FaqItem(text, answer, first_line + index, not answer, anchor))
+    kept = [item for item in items if not item.empty]
+    return _markdown_rows(kept, fields, display, problems, "document in sections", "section")
 
 
 def _outside_code(lines: list[str]) -> Iterator[int]:

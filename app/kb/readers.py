@@ -44,6 +44,7 @@ from app.kb.faq_pages import (
     LONG_PAGE_WORDS,
     html_faq_rows,
     markdown_faq_rows,
+    markdown_section_rows,
     section_rows,
 )
 from app.kb.html_pages import (
@@ -967,9 +968,15 @@ def read_markdown(path: Path, display: str, problems: Problems, on_bytes: ByteCo
     heading = _H1.match(body) or _SETEXT_H1.match(body)
     if "title" not in fields and heading:
         fields["title"] = heading.group(1)
+    elif heading and " ".join(heading.group(1).split()) != " ".join(str(fields["title"]).split()):
+        heading = None  # only a heading repeating the front matter's title goes, as in HTML
+    if heading:
+        first_line += body.count("\n", 0, heading.end())
         body = body[heading.end() :]
-    elif heading and " ".join(heading.group(1).split()) == " ".join(str(fields["title"]).split()):
-        body = body[heading.end() :]  # a heading repeating the front matter's title, as in HTML
+    rows = markdown_section_rows(body, first_line, fields, display, problems)
+    if rows is not None:
+        yield from rows
+        return
     fields["body"] = body
     fields.setdefault("source", display)
     if _link_marks(body) < LINK_LIST_MIN_LINKS or not _skipped_link_list(
