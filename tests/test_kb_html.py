@@ -481,8 +481,8 @@ def test_pages_saved_without_an_extension_are_read_by_their_first_bytes(db_url, 
     assert articles(db_url)["reset-your-pin"].source == str(page)
     # named on its own, the page is read too; a text file without an extension is refused
     assert rejected(db_url, [page, folder / "LICENSE"]) == [
-        f"{folder / 'LICENSE'}:1: unsupported file type (use .csv, .docx, .htm, .html, .json, .jsonl, "
-        ".markdown, .md, .mdx, .ndjson, .pdf, .qna, .tsv, .xlsx, .zip or a folder)"
+        f"{folder / 'LICENSE'}:1: unsupported file type (use .csv, .docx, .htm, .html, .json, "
+        ".jsonl, .markdown, .md, .mdx, .ndjson, .pdf, .qna, .tsv, .xlsx, .zip or a folder)"
     ]
 
 
@@ -979,7 +979,9 @@ def test_questions_written_as_bold_or_marked_paragraphs(db_url, write_kb_file):
         "Do you ship abroad?": "<p>Yes, to 30 countries.</p>",
         "How much is delivery?": "<p>Free over 50 EUR.</p>\n<ul>\n<li>Otherwise 4 EUR.</li></ul>",
         "Can I return an order?": "<p>Within 30 days.</p>",
-        "Who pays for returns?": "<p>We do. <strong>Why would you pay?</strong> You should not.</p>",
+        "Who pays for returns?": (
+            "<p>We do. <strong>Why would you pay?</strong> You should not.</p>"
+        ),
     }
     assert stored["how-much-is-delivery"].source == f"{path}#cost"
     # two bold questions in an article are its text, and so are bold questions outnumbered by

@@ -22,8 +22,8 @@ rule that applies decides:
 4. Question paragraphs: at least 3 ``<p>`` that are each a question wholly in bold
    (``<p><strong>Do you ship abroad?</strong></p>``) or marked as one ("Q: Do you ship
    abroad?"), and no fewer than the content's headings below ``<h1>``, as FAQs are written
-   without heading styles (in a Word document a bold one is a heading already). Each starts an article whose
-   body is what follows it up to the next question paragraph or heading.
+   without heading styles (in a Word document a bold one is a heading already). Each starts
+   an article whose body is what follows it up to the next question paragraph or heading.
 
 A page that is none of these and is long, a manual (a Word document or PDF of 1,000 words or
 more, an HTML page or a Markdown file of 3,000), is read in sections instead (``section_rows``,

@@ -35,9 +35,10 @@ rebuilt:
 
 Text drawn inside a form (an XObject) covering half a page or more is the page's, as some PDF
 printers draw each page as one form; a smaller form's (a chart's labels) is not. Tables are
-read as their lines of text, and links, images, and notes at the foot of a page are not kept. Each page is one line of the page, so a message's line number is the PDF's page
-number. A PDF protected by a password or damaged is an error; one with no text (pages scanned as
-pictures) is skipped with a warning, as there is nothing to import; each says what to do.
+read as their lines of text, and links, images, and notes at the foot of a page are not kept.
+Each page is one line of the page, so a message's line number is the PDF's page number. A PDF
+protected by a password or damaged is an error; one with no text (pages scanned as pictures)
+is skipped with a warning, as there is nothing to import; each says what to do.
 """
 
 from __future__ import annotations
