@@ -218,12 +218,9 @@ def section_rows(
     if words < long:
         return None
     headings = [node for node in _elements(content) if node.tag in _HEADINGS]
-    counts = Counter(_HEADINGS[h.tag] for h in headings if h.text())
-    levels = [n for n in SECTION_LEVELS if counts[n] >= MIN_SECTIONS]
-    if not levels:
+    level = _section_level(Counter(_HEADINGS[h.tag] for h in headings if h.text()), words)
+    if level is None:
         return None
-    # chapters that are each a manual of their own are read by their sections
-    level = next((n for n in levels if words / counts[n] <= SECTION_WORDS), levels[-1])
     answers: dict[Node, Node | None] = {}
     sections: list[tuple[Node, Node]] = []
     for heading in headings:
@@ -239,6 +236,17 @@ def section_rows(
     kept = ([] if opening.empty else [opening]) + [item for item in items if not item.empty]
     common = page_meta_fields(root)
     return _rows(kept, common, display, display, problems, "document in sections", "section")
+
+
+def _section_level(counts: Counter[int], words: int) -> int | None:
+    """The heading level a document of ``words`` words with ``counts`` headings at each level
+    is split at, or None: the shallowest of ``SECTION_LEVELS`` with ``MIN_SECTIONS`` headings
+    whose sections average at most ``SECTION_WORDS`` words, else the deepest with enough (a
+    manual whose chapters are each a manual of their own is read by their sections)."""
+    levels = [n for n in SECTION_LEVELS if counts[n] >= MIN_SECTIONS]
+    if not levels:
+        return None
+    return next((n for n in levels if words / counts[n] <= SECTION_WORDS), levels[-1])
 
 
 def _elements(root: Node, leaves: frozenset[str] = frozenset()) -> Iterator[Node]:
@@ -643,11 +651,9 @@ def markdown_section_rows(
         return None
     lines = body.split("\n")
     headings = [h for h in _markdown_headings(lines) if h[1] in SECTION_LEVELS and h[2]]
-    counts = Counter(level for _, level, _, _ in headings)
-    levels = [n for n in SECTION_LEVELS if counts[n] >= MIN_SECTIONS]
-    if not levels:
+    level = _section_level(Counter(level for _, level, _, _ in headings), words)
+    if level is None:
         return None
-    level = next((n for n in levels if words / counts[n] <= SECTION_WORDS), levels[-1])
     bounds = [h for h in headings if h[1] <= level]
     ends = [index for index, *_ in bounds[1:]] + [len(lines)]
     opening = "\n".join(lines[: bounds[0][0]]).strip()

@@ -160,8 +160,9 @@ def _validate_files(
             unit_scale=True,
         ),
     )
-    total = sum(path.stat().st_size for path, _ in files)
-    pdf_bytes = sum(path.stat().st_size for path, _ in files if path.suffix.lower() == ".pdf")
+    sizes = [(path, path.stat().st_size) for path, _ in files]
+    total = sum(size for _, size in sizes)
+    pdf_bytes = sum(size for path, size in sizes if path.suffix.lower() == ".pdf")
     checked: list[_Checked] = []
     explicit: dict[str, str] = {}  # slug given in the files -> where
     origins: dict[str, str] = {}  # a record's id in its export -> where it was first read

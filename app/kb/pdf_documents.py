@@ -309,20 +309,17 @@ def _without_running_heads(lines: list[_Line], heights: list[float]) -> list[_Li
     def key(line: _Line) -> str:
         return re.sub(r"\d+", "#", line.text.lower())
 
+    places = [(line, edge(line), key(line)) for line in lines]
     pages: dict[tuple[str, str], set[int]] = {}
-    for line in lines:
-        side = edge(line)
+    for line, side, text in places:
         if side is not None:
-            pages.setdefault((side, key(line)), set()).add(line.page)
+            pages.setdefault((side, text), set()).add(line.page)
     recurring = max(2, math.ceil(len(heights) / 2))
-    kept = []
-    for line in lines:
-        side = edge(line)
-        if side is None or (
-            len(pages[side, key(line)]) < recurring and not _PAGE_NUMBER.fullmatch(key(line))
-        ):
-            kept.append(line)
-    return kept
+    return [
+        line
+        for line, side, text in places
+        if side is None or (len(pages[side, text]) < recurring and not _PAGE_NUMBER.fullmatch(text))
+    ]
 
 
 def _without_contents(lines: list[_Line]) -> list[_Line]:
