@@ -94,6 +94,66 @@ def test_description_is_the_body_where_there_is_no_body_column(db_url, write_kb_
     assert article.body == "By card."
 
 
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        # a public mental-health FAQ's header: plural names, our "questions" among them
+        ("faq.csv", "Question_ID,Questions,Answers\n1,How do I pay?,By card.\n"
+                    "2,Can I get a refund?,Within 30 days.\n"),
+        ("faq.csv", "Q,A\nHow do I pay?,By card.\nCan I get a refund?,Within 30 days.\n"),
+        ("faq.csv", "id,query,response\n1,How do I pay?,By card.\n"
+                    "2,Can I get a refund?,Within 30 days.\n"),
+        ("faq.tsv", "FAQ\tReply\nHow do I pay?\tBy card.\nCan I get a refund?\tWithin 30 days.\n"),
+        # a fine-tuning file
+        ("faq.jsonl", '{"prompt": "How do I pay?", "completion": "By card."}\n'
+                      '{"prompt": "Can I get a refund?", "completion": "Within 30 days."}\n'),
+    ],
+    ids=["questions-answers", "q-a", "query-response", "faq-reply-tsv", "prompt-completion"],
+)  # fmt: skip
+def test_plain_faq_data_sets_name_their_two_columns_in_many_ways(
+    db_url, write_kb_file, name, content
+):
+    path = write_kb_file(name, content)
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (2, [])
+    stored = {a.title: (a.body, a.questions) for a in articles(db_url).values()}
+    assert stored == {
+        "How do I pay?": ("By card.", []),
+        "Can I get a refund?": ("Within 30 days.", []),
+    }
+
+
+def test_rows_under_another_question_name_group_as_question_rows(db_url, write_kb_file):
+    # a query log answered by canned responses: rows sharing one are one article, and a cell
+    # of questions gives its first as the title where the file has no title column
+    log = write_kb_file(
+        "log.csv",
+        "query,response\nHow do I pay?,By card.\nCan I pay with a card?,By card.\n"
+        "Refunds?,Within 30 days.\n",
+    )
+    cells = write_kb_file(
+        "cells.csv", "Questions,Answers\nWhere is my parcel?|Track my parcel,Ask us.\n"
+    )
+    report = run_import(db_url, [log, cells])
+    assert report.problems == []
+    stored = {a.title: (a.body, a.questions) for a in articles(db_url).values()}
+    assert stored == {
+        "How do I pay?": ("By card.", ["Can I pay with a card?"]),
+        "Refunds?": ("Within 30 days.", []),
+        "Where is my parcel?": ("Ask us.", ["Track my parcel"]),
+    }
+
+
+def test_our_column_wins_over_another_question_or_answer_name(db_url, write_kb_file):
+    path = write_kb_file(
+        "faq.csv", "title,body,query,response\nHow do I pay?,By card.,pay?,Cash.\n"
+    )
+    report = run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert (article.title, article.body) == ("How do I pay?", "By card.")
+    assert f"{path}:1: ignoring unknown column(s) query, response" in report.notes
+
+
 def test_a_file_name_in_another_encoding_imports(db_url, tmp_path):
     folder = tmp_path / "unzipped"
     folder.mkdir()
@@ -218,6 +278,37 @@ def test_qna_items_in_a_bare_list_use_their_first_question_as_title(db_url, writ
         ["Pay how?"],
         "Card.",
     )
+
+
+def test_a_list_of_answers_is_the_body_s_paragraphs(db_url, write_kb_file):
+    items = [{"question": "How do I pay?", "answers": ["By card.", "Or by bank transfer."]}]
+    path = write_kb_file("faq.json", json.dumps(items))
+    assert run_import(db_url, [path]).problems == []
+    (article,) = articles(db_url).values()
+    assert (article.title, article.body) == ("How do I pay?", "By card.\n\nOr by bank transfer.")
+
+
+def test_a_chatbot_intents_file_gives_an_article_per_intent(db_url, write_kb_file):
+    # the intents.json of many chatbot tutorials: patterns, responses and a tag
+    intents = {
+        "intents": [
+            {"tag": "payments", "patterns": ["How do I pay?", "Payment methods"],
+             "responses": ["By card.", "Cards and transfers work."], "context": [""]},
+            {"tag": "refunds", "patterns": ["Can I get a refund?"], "responses": ["Yes."]},
+        ]
+    }  # fmt: skip
+    path = write_kb_file("intents.json", json.dumps(intents))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (2, [])
+    stored = {a.title: (a.questions, a.body, a.tags) for a in articles(db_url).values()}
+    assert stored == {
+        "How do I pay?": (
+            ["Payment methods"],
+            "By card.\n\nCards and transfers work.",
+            ["payments"],
+        ),
+        "Can I get a refund?": ([], "Yes.", ["refunds"]),
+    }
 
 
 def test_a_qnabot_on_aws_export_gives_one_article_per_item(db_url, write_kb_file):

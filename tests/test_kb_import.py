@@ -206,7 +206,7 @@ def test_every_problem_is_reported_and_nothing_written(db_url, write_kb_file):
     )
     json_path = write_kb_file(
         "bad.json",
-        '[\n  {"title": "Fine", "body": "ok"},\n  {"title": true, "body": ["x"]},\n  "nope"\n]',
+        '[\n  {"title": "Fine", "body": "ok"},\n  {"title": true, "body": [1]},\n  "nope"\n]',
     )
     problems = rejected(db_url, [csv_path, json_path])
     assert problems == [
@@ -238,7 +238,9 @@ def test_derived_duplicate_slugs_across_files_get_a_suffix_and_a_warning(db_url,
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
     [
-        ("cols.csv", "name,text\nA,b\n", "1: missing required column(s) title, body; found name, text"),
+        ("cols.csv", "name,text\nA,b\n", "1: missing required column(s) title, body; found name, text "
+         "(a title column may also be named question, Q, query, FAQ or prompt; a body column "
+         "answer, A, response, reply, content or description)"),
         ("semi.csv", "title;body\nA;b\n", "1: missing required column(s) title, body; found "
          "title;body (is the file separated by something other than ',' ?)".replace(" ?", "?")),
         ("quote.csv", 'title,body\nA,"never closed\nB,c\n', "2: a quoted value starting in this "

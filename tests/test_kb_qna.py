@@ -186,7 +186,8 @@ def test_qnaid_groups_rows_in_csv_too(db_url, write_kb_file):
          "1: column(s) title/question appear more than once; keep one"),
         ("both.jsonl", '{"title": "A", "question": "B", "body": "c"}\n',
          "1: has both 'title' and 'question'; keep one"),
-        ("cols.tsv", "Q\tAnswer\nA\tb\n", "1: missing required column(s) question; found Q, Answer"),
+        ("cols.tsv", "Qn\tAnswer\nA\tb\n", "1: missing required column(s) question; found Qn, Answer "
+         "(a question column may also be named title, Q, query, FAQ or prompt)"),
         ("meta.jsonl", '{"question": "A", "answer": "b", "metadata": 3}\n',
          "1: metadata must be 'key:value|key:value' text, an object or a list of name/value "
          "pairs, not int"),
@@ -680,9 +681,11 @@ def test_xlsx_reads_the_first_sheet_and_every_row(db_url, tmp_path):
         ([], "1: the first sheet ('Sheet1') is empty"),
         ([["Question", "Answer"]], "1: no records after the header row"),
         ([["Question", "Source"], ["Q?", "x"]],
-         "1: missing required column(s) answer; found Question, Source"),
+         "1: missing required column(s) answer; found Question, Source (an answer column body, "
+         "A, response, reply or content)"),
         ([[], [], ["title", "Category"], ["A", "b"]],
-         "3: missing required column(s) body; found title, Category"),
+         "3: missing required column(s) body; found title, Category (a body column answer, A, "
+         "response, reply, content or description)"),
         ([["Question", "question", "Answer"], ["A?", "B?", "c"]],
          "1: column(s) Question/question appear more than once; keep one"),
     ],
@@ -912,7 +915,9 @@ def test_a_misspelt_header_is_still_a_missing_column_not_data(db_url, tmp_path):
     path = tmp_path / "faq.csv"
     path.write_text("Questoin,Answre\nHow do I pay?,By card or bank transfer.\n", encoding="utf-8")
     assert rejected(db_url, [path]) == [
-        f"{path}:1: missing required column(s) title, body; found Questoin, Answre"
+        f"{path}:1: missing required column(s) title, body; found Questoin, Answre (a title "
+        "column may also be named question, Q, query, FAQ or prompt; a body column answer, A, "
+        "response, reply, content or description)"
     ]
 
 

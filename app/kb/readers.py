@@ -22,8 +22,9 @@
   a warning; so does a PDF without text.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
-``body``, plus ``metadata`` and ``qnaid``. Rows named that way are question rows, which
-app.kb.qna groups into articles.
+``body``, plus ``metadata`` and ``qnaid``; so do other names FAQ data sets use (``Q,A``,
+``query,response``, ``prompt,completion``: ``column_names``). Rows named that way are question
+rows, which app.kb.qna groups into articles.
 """
 
 from __future__ import annotations
@@ -110,13 +111,14 @@ ALIASES = {
 _ALIAS_KEYS = {re.sub(r"[^a-z0-9]", "", alias): name for alias, name in ALIASES.items()}
 # Alternate questions spread over several columns, numbered or not: "Alternate question 1",
 # "alt_question_2", "Paraphrase 3", "Similar question", "Paraphrased questions", "Sample
-# utterances", "Training phrases" (Dialogflow's name), "Utterances" (Lex's and LUIS's), "Question
-# 2" (a numbered question column other than the title's).
+# utterances", "Training phrases" (Dialogflow's name), "Utterances" (Lex's and LUIS's),
+# "patterns" (a chatbot's intents file), "Question 2" (a numbered question column other than
+# the title's).
 _ALTERNATE_COLUMN = re.compile(
     r"(?:(?:alt|alternate|alternative|similar|other|additional|extra|more|paraphrased"
     r"|rephrased|reworded|sample|example|training)"
     r"(?:questions?|phrasings?|phrases?|query|queries|utterances?)"
-    r"|(?:question)?(?:paraphrase|variant|variation|rephrasing)s?|utterances?)\d*"
+    r"|(?:question)?(?:paraphrase|variant|variation|rephrasing|pattern)s?|utterances?)\d*"
     r"|question\d+"
 )
 _NUMBERED_QUESTION = re.compile(r"question(\d+)")
@@ -124,12 +126,37 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
 # HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", Zendesk's "html_url" and
 # "label_names", Intercom's "state", and plain "content", "url", "link", "section", "topic".
+# Plain FAQ data sets name their two columns in many ways ("Questions,Answers", "Q,A",
+# "query,response", "FAQ,Response", a fine-tuning file's "prompt,completion"): a column read as
+# the title under one of these names is a question column, whose rows app.kb.qna groups.
+QUESTION_FALLBACKS = (
+    "q",
+    "query",
+    "faq",
+    "faqquestion",
+    "prompt",
+    "questiontext",
+    "userquestion",
+    "customerquestion",
+)
+_ANSWER_FALLBACKS = (
+    "a",
+    "answers",
+    "answertext",
+    "faqanswer",
+    "response",
+    "responses",
+    "responsetext",
+    "reply",
+    "solution",
+    "completion",
+)
 _FALLBACK_KEYS = {
-    **dict.fromkeys(("articletitle", "faqquestion"), "title"),
+    **dict.fromkeys(("articletitle", *QUESTION_FALLBACKS), "title"),
     **dict.fromkeys(
-        ("articlebody", "articlecontent", "content", "faqanswer", "description"), "body"
+        ("articlebody", "articlecontent", "content", "description", *_ANSWER_FALLBACKS), "body"
     ),
-    **dict.fromkeys(("keywords", "labels", "labelnames"), "tags"),
+    **dict.fromkeys(("keywords", "labels", "labelnames", "tag"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
     **dict.fromkeys(("state", "articlestate"), "status"),  # Intercom's article state
@@ -180,16 +207,58 @@ Reader = Callable[[Path, str, Problems, ByteCounter], Iterator[SourceRow]]
 # ----------------------------------------------------------------------------- CSV, QnA TSV, XLSX
 
 
+def _key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+_QUESTION_KEYS = frozenset(("question", *QUESTION_FALLBACKS))
+
+
+def _title_from_questions(fields: dict[str, object]) -> bool:
+    """A record without a title column or key whose questions are all it has
+    (``Questions,Answers``, an intents file's ``patterns``): its first question is the title
+    and the others its alternate questions. Whether it was so."""
+    if "title" in fields:
+        return False
+    value = fields.get("questions")
+    if isinstance(value, str):
+        items: list[object] = list(split_list(value))
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        return False
+    items = [item for item in items if not (isinstance(item, str) and not item.strip())]
+    if not items:
+        return False
+    fields["title"], fields["questions"] = items[0], items[1:]
+    return True
+
+
+def _required(qna: bool) -> Callable[[list[str]], tuple[str, ...]]:
+    """The columns a header must have: a title (``question`` in a QnA file) and a body, or,
+    without a title column, alternate questions whose first is each row's title."""
+
+    def required(header: list[str]) -> tuple[str, ...]:
+        names = {n or c.strip().lower() for c, n in zip(header, column_names(header), strict=True)}
+        title = "question" if qna else "title"
+        if "title" not in names and "questions" in names:
+            title = "questions"
+        return (title, "answer" if qna else "body")
+
+    return required
+
+
 def _tabular(rows: Iterator[CsvRow], display: str, problems: Problems):
     for row in rows:
         fields: dict[str, object] = {k: v for k, v in row.values.items() if k in TABULAR_KEYS}
+        qna = _title_from_questions(fields) or any(_key(a) in _QUESTION_KEYS for a in row.aliased)
         for key in _OPTIONAL:
             if key in fields and not str(fields[key]).strip():
                 fields[key] = None
         if fields.get("source") is None:
             fields["source"] = display
         apply_metadata(fields, display, row.line, problems)
-        yield SourceRow(display, row.line, fields, qna="question" in row.aliased)
+        yield SourceRow(display, row.line, fields, qna=qna)
 
 
 _HEADERLESS_COLUMNS = ("question", "answer", "source")
@@ -214,7 +283,7 @@ def _headerless_faq(first: list[str]) -> list[str] | None:
 
 
 def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    options = {"required": ("title", "body"), "known": TABULAR_KEYS, "merged": MERGED,
+    options = {"required": _required(qna=False), "known": TABULAR_KEYS, "merged": MERGED,
                "headerless": _headerless_faq}  # fmt: skip
     rows = csv_rows(path, display, problems, aliases=column_names, on_bytes=on_bytes, **options)
     return _tabular(rows, display, problems)
@@ -222,7 +291,7 @@ def read_csv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter
 
 def read_qna_tsv(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     known = TABULAR_KEYS + QNA_IGNORED
-    options = {"delimiter": "\t", "required": ("question", "answer"), "known": known,
+    options = {"delimiter": "\t", "required": _required(qna=True), "known": known,
                "merged": MERGED}  # fmt: skip
     rows = csv_rows(path, display, problems, aliases=column_names, on_bytes=on_bytes, **options)
     return _tabular(map(_escaped_line_breaks, rows), display, problems)
@@ -241,7 +310,7 @@ def _sheet_required(header: list[str]) -> tuple[str, ...]:
     """A sheet naming ``Question`` or ``Answer`` is a QnA export and needs both; else it is
     read like a CSV."""
     names = {cell.strip().lower() for cell in header}
-    return ("question", "answer") if names & {"question", "answer"} else ("title", "body")
+    return _required(qna=bool(names & {"question", "answer"}))(header)
 
 
 def read_xlsx(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
@@ -260,10 +329,11 @@ def _object_fields(obj: object, display: str, line: int, problems: Problems) -> 
         problems.add(display, line, f"expected an object, found {type(obj).__name__}")
         return None
     keys = [str(k) for k in obj]
-    qna = "question" in (k.lower() for k in keys)
+    qna = False
     fields: dict[str, object] = {}
     spelled: dict[str, str] = {}
     for key, name, value in zip(keys, column_names(keys), obj.values(), strict=True):
+        qna = qna or (name == "title" and _key(key) in _QUESTION_KEYS)
         name = name or key.lower()
         if name not in fields:
             fields[name], spelled[name] = value, key
@@ -276,6 +346,7 @@ def _object_fields(obj: object, display: str, line: int, problems: Problems) -> 
     if unknown:
         _note_once(problems, display, line, f"ignoring unknown key(s) {', '.join(unknown)}")
     fields = {k: v for k, v in fields.items() if k in TABULAR_KEYS}
+    qna = _title_from_questions(fields) or qna
     if fields.get("source") is None:
         fields["source"] = display
     apply_metadata(fields, display, line, problems)

@@ -113,6 +113,14 @@ def _as_text(value: object, name: str, reasons: list[str]) -> str | None:
     return str(value)
 
 
+def _as_body(value: object, reasons: list[str]) -> str:
+    """The body; a JSON list of texts (an FAQ item's ``answers``, an intents file's
+    ``responses``) is its items as paragraphs, nothing left out."""
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return "\n\n".join(v.strip() for v in value if v.strip())
+    return _as_text(value, "body", reasons) or ""
+
+
 def split_list(text: str) -> list[str]:
     """``a|b|c``; a cell with one item per line (a spreadsheet cell with line breaks) reads the
     same way. A cell holding a list as JSON or as Python writes it (``["a", "b"]``,
@@ -200,7 +208,7 @@ def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
     reasons: list[str] = []
     record = ArticleRecord(
         title=_as_text(fields.get("title"), "title", reasons) or "",
-        body=_as_text(fields.get("body"), "body", reasons) or "",
+        body=_as_body(fields.get("body"), reasons),
         slug=_as_text(fields.get("slug"), "slug", reasons),
         category=_as_text(fields.get("category"), "category", reasons),
         tags=tuple(_as_list(fields.get("tags"), "tags", reasons)),

@@ -430,6 +430,16 @@ def _column_names(row: list[str], aliases: Aliases) -> list[str]:
     return [aliases.get(cell.strip().lower(), cell.strip().lower()) for cell in row]
 
 
+# Other names an article file's required columns are read under (app.kb.readers), said when
+# one is missing.
+_OTHER_NAMES = {
+    "title": "a title column may also be named question, Q, query, FAQ or prompt",
+    "question": "a question column may also be named title, Q, query, FAQ or prompt",
+    "body": "a body column answer, A, response, reply, content or description",
+    "answer": "an answer column body, A, response, reply or content",
+}
+
+
 def _header(
     row: list[str],
     names: list[str],
@@ -462,6 +472,9 @@ def _header(
             and any(sep in row[0] for sep in ";,\t" if sep != delimiter)
         ):
             hint = f" (is the file separated by something other than '{_name(delimiter)}'?)"
+        known = [_OTHER_NAMES[name] for name in missing if name in _OTHER_NAMES]
+        if known and not hint:
+            hint = f" ({'; '.join(known)})"
         problems.add(
             display,
             line,
