@@ -3,9 +3,13 @@ centre saved as Markdown and HTML files, imported for real, then served by the r
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pytest
 from fixtures_kb import articles, run_import, snapshot
 
 from app.kb.cross_links import rewrite_links
+from app.kb.faq_pages import heading_id
 
 FAQ_PAGE = """<html><head><title>FAQ</title></head><body>
 <h2 id="pay">How do I pay?</h2><p>By card. See <a href="../fees.md">the fees</a>.</p>
@@ -85,6 +89,55 @@ def test_a_file_imported_alone_later_links_to_the_files_of_earlier_imports(db_ur
     # with --replace the earlier files' articles are unpublished: nothing to lead to
     run_import(db_url, [refunds], replace=True)
     assert "[the fees](../fees.md)" in articles(db_url)["refunds"].body
+
+
+def test_a_link_to_a_markdown_faq_question_by_its_heading_s_id_leads_to_its_article(
+    db_url, write_kb_file
+):
+    # GitHub, GitLab and Docusaurus give a heading the id of its text: a link to another
+    # file's question uses it, and a second heading of the same text gets "-1"
+    faq = write_kb_file(
+        "docs/faq.md",
+        "# Card FAQ\n\n## Can I pay abroad?\n\nYes, in 150 countries.\n\n"
+        "## What does it cost?\n\nNothing.\n\n## Premium\n\n## What does it cost?\n\n"
+        "2 EUR a month.\n\n## Can I pay abroad? {#premium-abroad}\n\nEverywhere.\n",
+    )
+    guide = write_kb_file(
+        "docs/travel.md",
+        "---\ntitle: Travel\n---\nSee [abroad](faq.md#can-i-pay-abroad), "
+        "[costs](faq.md#what-does-it-cost) and [premium](faq.md#what-does-it-cost-1).\n",
+    )
+    report = run_import(db_url, [faq, guide])
+    assert report.problems == []
+    stored = articles(db_url)
+    sources = {a.source.rsplit("/", 1)[-1]: slug for slug, a in stored.items()}
+    assert sources == {
+        "faq.md#can-i-pay-abroad": "can-i-pay-abroad",
+        "faq.md#what-does-it-cost": "what-does-it-cost",
+        "faq.md#what-does-it-cost-1": "what-does-it-cost-2",
+        "faq.md#premium-abroad": "can-i-pay-abroad-2",
+        "travel.md": "travel",
+    }
+    assert stored["travel"].body == (
+        "See [abroad](/kb/can-i-pay-abroad), [costs](/kb/what-does-it-cost) and "
+        "[premium](/kb/what-does-it-cost-2)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("headings", "ids"),
+    [
+        (["Can I pay abroad?", "Can I pay abroad?", "Can I pay abroad?"],
+         ["can-i-pay-abroad", "can-i-pay-abroad-1", "can-i-pay-abroad-2"]),
+        (["What is [Pro](https://x.example/pro)?", "Fees <em>in</em> `2025`"],
+         ["what-is-pro", "fees-in-2025"]),
+        (["Café & Crème — prices", "my_var and 🚀 rockets", "???"],
+         ["café--crème--prices", "my_var-and--rockets", None]),
+    ],
+)  # fmt: skip
+def test_heading_ids_are_the_ones_published_markdown_gets(headings, ids):
+    seen: Counter[str] = Counter()
+    assert [heading_id(text, seen) for text in headings] == ids
 
 
 def test_rewrite_links_reads_every_link_form_and_leaves_the_rest():

@@ -29,8 +29,8 @@ A page that is none of these and is long, a manual (a Word document or PDF of 1,
 more, an HTML page or a Markdown file of 3,000), is read in sections instead (``section_rows``,
 ``markdown_section_rows``): one article per heading of its shallowest level with 3 or more.
 
-Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; a trailing
-``{#id}`` gives one an id), else rule 4 with lines that start a paragraph and are a question
+Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; each has
+the id its trailing ``{#id}`` or, as published Markdown does, its text gives it), else rule 4 with lines that start a paragraph and are a question
 wholly in bold (``**Do you ship abroad?**``) or marked ("Q: ...?").
 
 Every article gets the page's category and tags (``<meta>``, or the front matter with its
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -686,15 +687,40 @@ def _outside_code(lines: list[str]) -> Iterator[int]:
 
 
 def _markdown_headings(lines: list[str]) -> Iterator[tuple[int, int, str, str | None]]:
-    """(line index, level, text, id) of each ATX heading outside fenced code."""
+    """(line index, level, text, id) of each ATX heading outside fenced code: its own
+    ``{#id}``, else the id the page gets from its text where it is published (``heading_id``)."""
+    seen: Counter[str] = Counter()
     for index in _outside_code(lines):
         heading = _ATX.fullmatch(lines[index])
         if heading:
             text = (heading.group(2) or "").strip()
-            anchor = _HEADING_ID.search(text)
-            if anchor:
-                text = text[: anchor.start()].rstrip()
-            yield index, len(heading.group(1)), text, anchor.group(1) if anchor else None
+            explicit = _HEADING_ID.search(text)
+            if explicit:
+                text = text[: explicit.start()].rstrip()
+                anchor: str | None = explicit.group(1)
+            else:
+                anchor = heading_id(text, seen)
+            yield index, len(heading.group(1)), text, anchor
+
+
+_INLINE_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+
+
+def heading_id(text: str, seen: Counter[str]) -> str | None:
+    """The id a Markdown heading gets from its text where Markdown is published (GitHub,
+    GitLab, Docusaurus and most static sites): the text as read (a link's or image's words,
+    no tags), in lower case, without punctuation or symbols, each space a hyphen; the second
+    heading of the same id gets ``-1``, the third ``-2``. ``seen`` counts the page's ids so far.
+    None for a heading with no letters or digits."""
+    words = _TAG.sub("", _INLINE_LINK.sub(r"\1", text)).lower()
+    kept = "".join(c for c in words if c in " -_" or unicodedata.category(c)[0] in "LNM")
+    base = kept.strip().replace(" ", "-")
+    if not base.strip("-_"):
+        return None
+    count = seen[base]
+    seen[base] += 1
+    return base if count == 0 else f"{base}-{count}"
 
 
 def _markdown_paragraph_items(
