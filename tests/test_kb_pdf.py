@@ -248,6 +248,45 @@ def test_pdfs_that_cannot_be_read_are_refused_with_what_to_do(db_url, tmp_path):
 
 
 @pytest.mark.browser
+def test_links_to_web_and_mail_addresses_are_kept(db_url, tmp_path):
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.add_page()
+    document.set_font("Helvetica", "B", 20)
+    document.multi_cell(0, 10, "Refunds", new_x="LMARGIN", new_y="NEXT")
+    document.set_font("Helvetica", "", 11)
+    inside = document.add_link(page=1)  # a link within the document: not an address
+    for text, link in [
+        ("Fill in ", None),
+        ("the refund form", "https://help.example/refund?x=1&y=2"),
+        (" or our " + "longer words " * 12, None),  # the next link goes on over a line break
+        ("the printable claim form for refunds sent by post", "https://help.example/claim"),
+        (" within 30 days, or write to ", None),
+        ("refunds@example.com", "mailto:refunds@example.com"),
+        (". See also ", None),
+        ("the form on my disk", "file:///C:/Users/ann/form.pdf"),  # leads nowhere for readers
+        (" and ", None),
+        ("the top of this page", inside),
+        (".", None),
+    ]:
+        document.write(11 * 1.3 * 25.4 / 72, text, link=link or "")  # 1.3 lines, in mm
+    path = tmp_path / "refunds.pdf"
+    document.output(str(path))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert article.title == "Refunds"
+    rel = 'rel="noopener noreferrer nofollow"'  # as the allow-list writes every link
+    assert article.body == (
+        f'<p>Fill in <a href="https://help.example/refund?x=1&y=2" {rel}>the refund form</a> '
+        f"or our {'longer words ' * 12}"
+        f'<a href="https://help.example/claim" {rel}>the printable claim form for refunds sent by '
+        "post</a> within 30 days, or write to "
+        f'<a href="mailto:refunds@example.com" {rel}>refunds@example.com</a>. '
+        "See also the form on my disk and the top of this page.</p>"
+    )
+
+
 def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
     """A help centre's FAQ page saved as PDF by Chromium, with the date, title, address and
     page numbers it prints in the margins: one article per question, with its bold words and
@@ -258,6 +297,10 @@ def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
         + "</p>"
         for verb in ("freeze", "unfreeze", "replace", "cancel", "activate", "rename")
     }
+    answers["How do I cancel my card?"] += (
+        '<p>Or fill in <a href="https://northwind.example/forms/cancel">the <b>cancellation</b> '
+        'form</a>; <a href="#top">back to the top</a>.</p>'
+    )
     answers["Which cards can I order?"] = (
         "<p>You can order:</p><ul><li>a physical card, free;</li><li>a virtual card, "
         "free;</li><li>a metal card, for £50.</li></ul>"
@@ -289,6 +332,10 @@ def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
     assert stored["which-cards-can-i-order"].body == (
         "<p>You can order:</p>\n<ul>\n<li>a physical card, free;</li>\n<li>a virtual card, "
         "free;</li>\n<li>a metal card, for £50.</li></ul>"
+    )
+    assert stored["how-do-i-cancel-my-card"].body.endswith(
+        '<p>Or fill in <a href="https://northwind.example/forms/cancel" rel="noopener noreferrer '
+        'nofollow">the <b>cancellation</b> form</a>; back to the top.</p>'
     )
     everything = " ".join(a.body for a in stored.values())
     assert "Northwind Help Centre" not in everything and "about:blank" not in everything

@@ -35,7 +35,8 @@ rebuilt:
 
 Text drawn inside a form (an XObject) covering half a page or more is the page's, as some PDF
 printers draw each page as one form; a smaller form's (a chart's labels) is not. Tables are
-read as their lines of text, and links, images, and notes at the foot of a page are not kept.
+read as their lines of text; links to web and e-mail addresses are kept (the link annotations
+over the words), links within the document, images and notes at the foot of a page are not.
 Each page is one line of the page, so a message's line number is the PDF's page number. A PDF
 protected by a password or damaged is an error; one with no text (pages scanned as pictures)
 is skipped with a warning, as there is nothing to import; each says what to do.
@@ -43,6 +44,7 @@ is skipped with a warning, as there is nothing to import; each says what to do.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import re
@@ -76,7 +78,12 @@ _BOLD_FACE = re.compile(r"bold|black|heavy|semibold|demibold|extrabold", re.IGNO
 _ITALIC_FACE = re.compile(r"italic|oblique", re.IGNORECASE)
 # A line ending so ends its sentence (or leads in to a list): a paragraph may end there.
 _ENDED = (".", "!", "?", ":", "\u3002", "\uff1f", "\uff01")
-_BROKEN_WORD = re.compile(r"-((?:</[bi]>)*)\Z")
+_BROKEN_WORD = re.compile(r"-((?:</[abi]>)*)\Z")
+# A link's target kept in the page: the web and e-mail addresses a reader can follow.
+_LINK_TARGET = re.compile(r"(?:https?://|mailto:)\S+\Z", re.IGNORECASE)
+_EMPTY_LINK = re.compile(r'<a href="[^"]*"></a>')
+_LAST_LINK = re.compile(r'<a href="([^"]*)">(?:(?!<a ).)*</a>\Z')
+_FIRST_LINK = re.compile(r'<a href="([^"]*)">')
 # List items start with a bullet (Word's come from its Symbol and Wingdings fonts, in Unicode's
 # private area), else a dash or a number, which start one only where a sentence has ended or a
 # list is going on (a line of a paragraph may start with a dash or a number too).
@@ -139,10 +146,18 @@ class _Paragraph:
     def add(self, line: _Line) -> None:
         if self.text.endswith("-") and self.text[-2:-1].isalpha() and line.text[:1].islower():
             self.text = self.text[:-1] + line.text  # a word broken over two lines
-            self.html = _BROKEN_WORD.sub(r"\1", self.html) + line.html
+            self.html = _joined(_BROKEN_WORD.sub(r"\1", self.html), "", line.html)
         else:
             self.text = f"{self.text} {line.text}" if self.text else line.text
-            self.html = f"{self.html} {line.html}" if self.html else line.html
+            self.html = _joined(self.html, " ", line.html) if self.html else line.html
+
+
+def _joined(html: str, space: str, more: str) -> str:
+    """Two lines' HTML; a link going on from one line to the next stays one link."""
+    ending, starting = _LAST_LINK.search(html), _FIRST_LINK.match(more)
+    if ending and starting and ending.group(1) == starting.group(1):
+        return f"{html[: -len('</a>')]}{space}{more[starting.end() :]}"
+    return f"{html}{space}{more}"
 
 
 def pdf_page(path: Path, on_page: Callable[[int, int], None] | None = None) -> str:
@@ -192,6 +207,7 @@ def _read(
             for number, page in enumerate(pages, 1):
                 interpreter.process_page(page)
                 layout = device.get_result()
+                links = _page_links(page)
                 heights.append(layout.height)
                 items = list(_page_items(layout, layout.width * layout.height, LTFigure))
                 bullets = [
@@ -199,7 +215,11 @@ def _read(
                 ]
                 for box in items:
                     for row in box if isinstance(box, LTTextBox) else ():
-                        line = _line(number, row, LTChar) if isinstance(row, LTTextLine) else None
+                        line = (
+                            _line(number, row, LTChar, links)
+                            if isinstance(row, LTTextLine)
+                            else None
+                        )
                         if line is not None:
                             lines.append(_bulleted(line, row.bbox, bullets))
                 if on_page is not None:
@@ -217,6 +237,64 @@ def _read(
     return lines, heights, title
 
 
+def _page_links(page) -> list[tuple[_Box, str]]:
+    """Where the page's links to web and e-mail addresses are, and their targets: its link
+    annotations whose action opens an address (links within the document are not kept). None
+    on a rotated page, whose annotations are placed before the rotation and its text after; a
+    damaged annotation is no link, and the page's text is read all the same."""
+    from pdfminer.pdftypes import resolve1
+    from pdfminer.psparser import PSLiteral
+
+    def name(value: object) -> str | None:
+        value = resolve1(value)
+        return value.name if isinstance(value, PSLiteral) else None
+
+    def link(annotation: object) -> tuple[_Box, str] | None:
+        annotation = resolve1(annotation)
+        if not isinstance(annotation, dict) or name(annotation.get("Subtype")) != "Link":
+            return None
+        action = resolve1(annotation.get("A"))
+        if not isinstance(action, dict) or name(action.get("S")) != "URI":
+            return None
+        target = resolve1(action.get("URI"))
+        if isinstance(target, bytes):
+            target = target.decode("utf-8", "replace")
+        rect = resolve1(annotation.get("Rect"))
+        numbers = [resolve1(n) for n in rect] if isinstance(rect, list) else []
+        if (
+            not isinstance(target, str)
+            or not _LINK_TARGET.match(target.strip())
+            or len(numbers) != 4
+            or not all(isinstance(n, int | float) for n in numbers)
+        ):
+            return None
+        x0, y0, x1, y1 = numbers
+        return (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)), target.strip()
+
+    links = []
+    try:
+        annotations = [] if resolve1(getattr(page, "rotate", 0)) else resolve1(page.annots)
+    except Exception:  # pdfminer raises many kinds on a damaged object
+        annotations = []
+    for annotation in annotations if isinstance(annotations, list) else ():
+        try:
+            found = link(annotation)
+        except Exception:
+            found = None
+        if found is not None:
+            links.append(found)
+    return links
+
+
+def _link_at(links: list[tuple[_Box, str]], box: _Box) -> str | None:
+    """The target of the link the middle of ``box`` (a character) lies in."""
+    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    for (x0, y0, x1, y1), target in links:
+        if x0 <= x <= x1 and y0 <= y <= y1:
+            return target
+    return None
+
+
 def _page_items(container, page_area: float, figure_type) -> Iterator:
     """The layout items of a page, and of a drawn form (a figure) that covers half of it or more,
     as a program that draws each page as one form writes it; the text of a smaller figure (a
@@ -229,17 +307,19 @@ def _page_items(container, page_area: float, figure_type) -> Iterator:
             yield item
 
 
-def _line(page: int, row, char_type) -> _Line | None:
-    """The text line ``row`` of pdfminer's layout, or None when it has no text."""
+def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None) -> _Line | None:
+    """The text line ``row`` of pdfminer's layout, or None when it has no text; its characters
+    inside one of ``links`` are that link's words."""
     sizes: Counter[float] = Counter()
     bold = chars = 0
-    runs: list[tuple[str, bool, bool]] = []  # text, bold, italic
-    look = (False, False)
+    runs: list[tuple[str, bool, bool, str | None]] = []  # text, bold, italic, link
+    look: tuple[bool, bool, str | None] = (False, False, None)
     for item in row:
         text = item.get_text().translate(_LIGATURES)
         if isinstance(item, char_type):  # else a space pdfminer put between words
             face = item.fontname.split("+")[-1]  # without a subset's prefix ("BAAAAA+")
-            look = (bool(_BOLD_FACE.search(face)), bool(_ITALIC_FACE.search(face)))
+            link = _link_at(links, item.bbox) if links else None
+            look = (bool(_BOLD_FACE.search(face)), bool(_ITALIC_FACE.search(face)), link)
             if text.strip():
                 chars += 1
                 sizes[round(item.size * 2) / 2] += 1
@@ -251,7 +331,13 @@ def _line(page: int, row, char_type) -> _Line | None:
     text = " ".join("".join(run for run, *_ in runs).split())
     if not chars or not text:
         return None
-    html = " ".join("".join(_marked(*run) for run in runs).split())
+    parts = []
+    for link, group in itertools.groupby(runs, key=lambda run: run[3]):
+        inner = "".join(_marked(*run[:3]) for run in group)
+        parts.append(f'<a href="{escape(link)}">{inner}</a>' if link else inner)
+    html = " ".join("".join(parts).split())
+    for closing in ("</i>", "</b>", "</a>"):  # inside out
+        html = html.replace(f" {closing}", f"{closing} ")
     return _Line(
         page,
         row.x0,
@@ -260,7 +346,7 @@ def _line(page: int, row, char_type) -> _Line | None:
         sizes.most_common(1)[0][0],
         bold == chars,
         text,
-        html.replace(" </b>", "</b> ").replace(" </i>", "</i> ").strip(),
+        html.strip(),
     )
 
 
@@ -476,4 +562,5 @@ def _without_chars(html: str, count: int) -> str:
         else:
             index += 1
         count -= 1
-    return ("".join(out) + html[index:].lstrip()).replace("<b></b>", "").replace("<i></i>", "")
+    html = ("".join(out) + html[index:].lstrip()).replace("<b></b>", "").replace("<i></i>", "")
+    return _EMPTY_LINK.sub("", html)
