@@ -5,6 +5,7 @@ real."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -287,6 +288,105 @@ def test_links_to_web_and_mail_addresses_are_kept(db_url, tmp_path):
     )
 
 
+def test_a_table_with_borders_is_a_table(db_url, tmp_path):
+    """A fee table as a PDF library draws it: bordered cells, a bold header row, a cell of two
+    lines centred on its row beside cells of one; the text around it stays paragraphs."""
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.add_page()
+    document.set_font("Helvetica", "B", 20)
+    document.multi_cell(0, 10, "Card fees", new_x="LMARGIN", new_y="NEXT")
+    document.set_font("Helvetica", "", 11)
+    document.multi_cell(0, 5, "Our cards cost the following.", new_x="LMARGIN", new_y="NEXT")
+    document.ln(3)
+    rows = [
+        ("Card", "Monthly fee", "Withdrawals abroad"),
+        ("Standard", "free", "2% per withdrawal, at least 1 EUR"),
+        ("Premium", "", "free"),
+        ("Metal", "12 EUR", "free, and travel insurance included for the whole family"),
+    ]
+    with document.table(col_widths=(30, 30, 60)) as table:
+        for cells in rows:
+            row = table.row()
+            for text in cells:
+                row.cell(text)
+    document.ln(3)
+    document.multi_cell(0, 5, "Fees are listed without VAT.", new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "fees.pdf"
+    document.output(str(path))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert article.title == "Card fees"
+    body = article.body
+    assert body.startswith("<p>Our cards cost the following.</p>\n<table>")
+    assert body.endswith("</table>\n<p>Fees are listed without VAT.</p>")
+    cells = [
+        re.findall(r"<(t[hd])>(.*?)</t[hd]>", row)
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    ]
+    assert cells == [
+        [("th", "<b>Card</b>"), ("th", "<b>Monthly fee</b>"), ("th", "<b>Withdrawals abroad</b>")],
+        *([("td", text) for text in row] for row in rows[1:]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "placed",
+    [
+        # a row in other columns right below (pdfminer joined two close cells above it)
+        [(20, 50, "Standard"), (38, 50, "free"), (100, 50, "2% a withdrawal"),
+         (20, 57, "Premium"), (100, 57, "free"), (20, 64, "Metal"), (60, 64, "12 EUR"),
+         (100, 64, "free")],
+        # a sentence across the columns between two rows
+        [(20, 50, "Standard"), (100, 50, "free"),
+         (20, 57, "Both cards can be ordered in the app, and arrive in five days."),
+         (20, 64, "Metal"), (100, 64, "12 EUR")],
+    ],
+    ids=["rows-in-other-columns", "a-sentence-between-rows"],
+)  # fmt: skip
+def test_rows_not_understood_as_one_table_stay_text(db_url, tmp_path, placed):
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.add_page()
+    document.set_font("Helvetica", "B", 20)
+    document.multi_cell(0, 10, "Cards", new_x="LMARGIN", new_y="NEXT")
+    document.set_font("Helvetica", "", 11)
+    for x, y, text in placed:
+        document.text(x, y, text)
+    path = tmp_path / "cards.pdf"
+    document.output(str(path))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert "<table" not in article.body
+    words = re.sub(r"<[^>]+>", " ", article.body).split()
+    assert sorted(words) == sorted(" ".join(text for _, _, text in placed).split())  # all kept
+
+
+def test_two_columns_of_text_are_not_a_table(db_url, tmp_path):
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.add_page()
+    document.set_font("Helvetica", "B", 20)
+    document.multi_cell(0, 10, "Travelling with your card", new_x="LMARGIN", new_y="NEXT")
+    document.set_font("Helvetica", "", 11)
+    top = document.get_y()
+    left = "Your card works in every country that takes Visa. " * 6
+    right = "Tell us before you travel so that we do not block a payment abroad. " * 5
+    for x, text in ((10, left), (110, right)):
+        document.set_xy(x, top)
+        document.multi_cell(90, 5, text.strip(), new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "travel.pdf"
+    document.output(str(path))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    assert "<table" not in article.body
+    # read column after column, as running text
+    assert " ".join(re.sub(r"<[^>]+>", " ", article.body).split()) == f"{left}{right}".strip()
+
+
 def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
     """A help centre's FAQ page saved as PDF by Chromium, with the date, title, address and
     page numbers it prints in the margins: one article per question, with its bold words and
@@ -301,6 +401,11 @@ def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
         '<p>Or fill in <a href="https://northwind.example/forms/cancel">the <b>cancellation</b> '
         'form</a>; <a href="#top">back to the top</a>.</p>'
     )
+    answers["What does each card cost?"] = (
+        "<table><tr><th>Card</th><th>Monthly fee</th><th>Withdrawals abroad</th></tr>"
+        "<tr><td>Standard</td><td>free</td><td>2% per withdrawal, at least 1 EUR</td></tr>"
+        "<tr><td>Metal</td><td>12 EUR</td><td>free</td></tr></table>"
+    )
     answers["Which cards can I order?"] = (
         "<p>You can order:</p><ul><li>a physical card, free;</li><li>a virtual card, "
         "free;</li><li>a metal card, for £50.</li></ul>"
@@ -308,6 +413,7 @@ def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
     page = browser.new_page()
     page.set_content(
         "<!doctype html><html><head><title>Card questions – Northwind Help Centre</title>"
+        "<style>table{border-collapse:collapse} td,th{border:1px solid #999;padding:6px}</style>"
         "</head><body><header>Northwind Help Centre</header><main><h1>Card questions</h1>"
         + "".join(f"<h2>{q}</h2>{a}" for q, a in answers.items())
         + "</main></body></html>"
@@ -324,7 +430,7 @@ def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
     )
     page.close()
     report = run_import(db_url, [path])
-    assert report.notes == [f"{path}:1: FAQ page: 7 questions read as 7 articles"]
+    assert report.notes == [f"{path}:1: FAQ page: 8 questions read as 8 articles"]
     stored = articles(db_url)
     assert sorted(a.title for a in stored.values()) == sorted(answers)
     freeze = stored["how-do-i-freeze-my-card"].body
@@ -337,6 +443,17 @@ def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
         '<p>Or fill in <a href="https://northwind.example/forms/cancel" rel="noopener noreferrer '
         'nofollow">the <b>cancellation</b> form</a>; back to the top.</p>'
     )
+    # its cells, which pdfminer reads as one line where they stand close, apart at the borders
+    fees = stored["what-does-each-card-cost"].body
+    cells = [
+        re.findall(r"<t[hd]>(.*?)</t[hd]>", row)
+        for row in re.findall(r"<tr>(.*?)</tr>", fees, re.S)
+    ]
+    assert cells == [
+        ["<b>Card</b>", "<b>Monthly fee</b>", "<b>Withdrawals abroad</b>"],
+        ["Standard", "free", "2% per withdrawal, at least 1 EUR"],
+        ["Metal", "12 EUR", "free"],
+    ]
     everything = " ".join(a.body for a in stored.values())
     assert "Northwind Help Centre" not in everything and "about:blank" not in everything
     assert "/2" not in everything  # the page numbers

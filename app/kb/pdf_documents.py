@@ -35,8 +35,11 @@ rebuilt:
 
 Text drawn inside a form (an XObject) covering half a page or more is the page's, as some PDF
 printers draw each page as one form; a smaller form's (a chart's labels) is not. Tables are
-read as their lines of text; links to web and e-mail addresses are kept (the link annotations
-over the words), links within the document, images and notes at the foot of a page are not.
+rebuilt as tables (``_with_tables``: rows of cells side by side on one baseline, in the same
+columns, with short cells; a drawn border between two cells keeps them apart); one without
+borders whose cells stand too close to be told apart, or whose rows change columns, stays lines
+of text. Links to web and e-mail addresses are kept (the link annotations over the words);
+links within the document, images and notes at the foot of a page are not.
 Each page is one line of the page, so a message's line number is the PDF's page number. A PDF
 protected by a password or damaged is an error; one with no text (pages scanned as pictures)
 is skipped with a warning, as there is nothing to import; each says what to do.
@@ -58,6 +61,15 @@ from pathlib import Path
 from app.kb.html_pages import title_part
 from app.kb.word_documents import bold_heading
 
+# A table's cells: side by side at least this many type sizes apart, a median of at most this
+# many words a line (running text in columns has more), and a cell's lines at most this many
+# type sizes apart.
+TABLE_GAP = 0.5
+TABLE_CELL_WORDS = 6
+TABLE_LINE_PITCH = 2.2
+# A table's border between cells: an upright rule at most this wide and at least this high.
+RULE_MAX_WIDTH = 2.0
+RULE_MIN_HEIGHT = 4.0
 # A heading is drawn at least this much larger than the body text, and is short.
 HEADING_SCALE = 1.15
 HEADING_MAX_WORDS = 25
@@ -132,6 +144,7 @@ class _Line:
     bold: bool  # wholly in bold
     text: str
     html: str  # the text with its bold and italic runs marked
+    table: bool = False  # a whole table: ``html`` is its <table>
 
 
 @dataclass
@@ -171,6 +184,11 @@ def pdf_page(path: Path, on_page: Callable[[int, int], None] | None = None) -> s
         )
     lines = _without_contents(_without_running_heads(lines, heights))
     body_size = _most_common(((line.size, len(line.text)) for line in lines), default=0.0)
+    lines = [
+        line
+        for _, page in itertools.groupby(lines, key=lambda line: line.page)
+        for line in _with_tables(list(page))
+    ]
     paragraphs = _paragraphs(lines, body_size)
     title = _classify(paragraphs, body_size, title) or path.stem
     return _write(title, paragraphs)
@@ -213,15 +231,15 @@ def _read(
                 bullets = [
                     i.bbox for i in items if isinstance(i, LTCurve) and _bullet_sized(i.bbox)
                 ]
+                rules = [i.bbox for i in items if isinstance(i, LTCurve) and _upright_rule(i.bbox)]
                 for box in items:
                     for row in box if isinstance(box, LTTextBox) else ():
-                        line = (
-                            _line(number, row, LTChar, links)
-                            if isinstance(row, LTTextLine)
-                            else None
-                        )
-                        if line is not None:
-                            lines.append(_bulleted(line, row.bbox, bullets))
+                        if not isinstance(row, LTTextLine):
+                            continue
+                        for part in _between_rules(list(row), rules, LTChar):
+                            line = _line(number, part, LTChar, links)
+                            if line is not None:
+                                lines.append(_bulleted(line, row.bbox, bullets))
                 if on_page is not None:
                     on_page(number, len(pages))
     except PDFPasswordIncorrect:
@@ -307,9 +325,34 @@ def _page_items(container, page_area: float, figure_type) -> Iterator:
             yield item
 
 
+def _upright_rule(box: _Box) -> bool:
+    """Whether a drawn shape is an upright rule (a table's border between two cells)."""
+    return box[2] - box[0] <= RULE_MAX_WIDTH and box[3] - box[1] >= RULE_MIN_HEIGHT
+
+
+def _between_rules(items: list, rules: list[_Box], char_type) -> list[list]:
+    """A line's characters (and pdfminer's spaces) in the parts an upright rule drawn across it
+    separates: pdfminer joins two table cells' text into one line when they are close."""
+    if not rules:
+        return [items]
+    parts: list[list] = [[]]
+    previous = None
+    for item in items:
+        if isinstance(item, char_type) and item.get_text().strip():
+            if previous is not None and any(
+                previous.x1 - 0.5 <= (x0 + x1) / 2 <= item.x0 + 0.5
+                and y0 <= (item.y0 + item.y1) / 2 <= y1
+                for x0, y0, x1, y1 in rules
+            ):
+                parts.append([])
+            previous = item
+        parts[-1].append(item)
+    return parts
+
+
 def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None) -> _Line | None:
-    """The text line ``row`` of pdfminer's layout, or None when it has no text; its characters
-    inside one of ``links`` are that link's words."""
+    """The text line of pdfminer's layout whose characters (and spaces) are ``row``, or None
+    when it has no text; its characters inside one of ``links`` are that link's words."""
     sizes: Counter[float] = Counter()
     bold = chars = 0
     runs: list[tuple[str, bool, bool, str | None]] = []  # text, bold, italic, link
@@ -338,11 +381,12 @@ def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None
     html = " ".join("".join(parts).split())
     for closing in ("</i>", "</b>", "</a>"):  # inside out
         html = html.replace(f" {closing}", f"{closing} ")
+    drawn = [item for item in row if isinstance(item, char_type) and item.get_text().strip()]
     return _Line(
         page,
-        row.x0,
-        row.x1,
-        row.y0,
+        min(item.x0 for item in drawn),
+        max(item.x1 for item in drawn),
+        min(item.y0 for item in drawn),
         sizes.most_common(1)[0][0],
         bold == chars,
         text,
@@ -448,6 +492,8 @@ def _paragraphs(lines: list[_Line], body_size: float) -> list[_Paragraph]:
             or _starts_paragraph(previous, line, pitch, right, current)
         ):
             current = _Paragraph(line.page, line.size, line.bold)
+            if line.table:
+                current.kind = "table"
             paragraphs.append(current)
         current.add(line)
         previous = line
@@ -459,6 +505,8 @@ def _starts_paragraph(
 ) -> bool:
     """Whether ``line`` starts a paragraph after ``previous``, the last line of ``current``."""
     if abs(line.size - previous.size) > 0.5 or line.bold != previous.bold:
+        return True
+    if line.table or previous.table:
         return True
     ended = previous.text.endswith(_ENDED)
     in_list = _list_mark(current.text) is not None
@@ -472,6 +520,209 @@ def _starts_paragraph(
     if line.x0 > previous.x0 + line.size and not in_list:
         return True  # a first line indented
     return ended and previous.x1 < right - (right - previous.x0) * SHORT_LINE
+
+
+def _with_tables(lines: list[_Line]) -> list[_Line]:
+    """A page's ``lines`` with each table's lines replaced by one line holding the table, where
+    its first line was. A table is two or more rows, one after the other, each of two or more
+    lines side by side on one baseline (a cell's first line each), whose cells start in the
+    same columns, with short cells (``TABLE_CELL_WORDS`` words a line at most, as a median):
+    two columns of running text are not a table. A cell's further lines are the lines below
+    its first, inside its column, down to the next row; a line across columns ends the table."""
+    rows = _rows(lines)
+    tables: list[list[list[_Line]]] = []
+    index = 0
+    while index < len(rows) - 1:
+        table = _table_from(rows, index, lines)
+        if table is None:
+            index += 1
+            continue
+        tables.append(table)
+        index += len(table)
+    if not tables:
+        return lines
+    replaced: dict[int, _Line | None] = {}
+    order = {id(line): index for index, line in enumerate(lines)}
+    for table in tables:
+        members = [line for row in table for cell in row for line in cell]
+        cells = [[_cell_html(cell) for cell in row] for row in table]
+        header = all(line.bold for cell in table[0] for line in cell[:1] if cell)
+        html = _table_html(cells, header)
+        first = min(members, key=lambda line: order[id(line)])
+        replaced.update({id(line): None for line in members})
+        replaced[id(first)] = replace(
+            first,
+            x0=min(line.x0 for line in members),
+            x1=max(line.x1 for line in members),
+            y0=min(line.y0 for line in members),
+            bold=False,
+            text=" ".join(line.text for line in members),
+            html=html,
+            table=True,
+        )
+    out = []
+    for line in lines:
+        if id(line) in replaced:
+            if replaced[id(line)] is not None:
+                out.append(replaced[id(line)])
+        else:
+            out.append(line)
+    return out
+
+
+def _rows(lines: list[_Line]) -> list[list[_Line]]:
+    """The page's rows of lines side by side on one baseline, top down, each left to right:
+    only those of two lines or more that do not overlap and stand apart."""
+    ordered = sorted(lines, key=lambda line: (-line.y0, line.x0))
+    rows: list[list[_Line]] = []
+    group: list[_Line] = []
+    for line in ordered:
+        if group and abs(group[0].y0 - line.y0) <= group[0].size * 0.25:
+            group.append(line)
+            continue
+        if len(group) >= 2:
+            rows.append(group)
+        group = [line]
+    if len(group) >= 2:
+        rows.append(group)
+    return [
+        row
+        for row in rows
+        if all(b.x0 >= a.x1 + a.size * TABLE_GAP for a, b in zip(row, row[1:], strict=False))
+    ]
+
+
+def _table_from(
+    rows: list[list[_Line]], start: int, lines: list[_Line]
+) -> list[list[list[_Line]]] | None:
+    """The table whose first row is ``rows[start]``, as rows of cells of lines, or None. Its
+    columns are where the rows' cells lie: each cell of a row overlaps one column, its own
+    (left-aligned, centred or right-aligned alike), and the columns never overlap."""
+    columns = [[line.x0, line.x1] for line in rows[start]]
+
+    def overlapped(line: _Line) -> list[int]:
+        return [n for n, (x0, x1) in enumerate(columns) if line.x0 < x1 and x0 < line.x1]
+
+    def column(line: _Line) -> int | None:
+        found = overlapped(line)
+        return found[0] if len(found) == 1 else None
+
+    anchors: list[list[_Line]] = [rows[start]]
+    for row in rows[start + 1 :]:
+        places = [column(line) for line in row]
+        if None in places or len(set(places)) != len(places):
+            break
+        widened = [list(bounds) for bounds in columns]
+        for line, place in zip(row, places, strict=True):
+            widened[place] = [min(widened[place][0], line.x0), max(widened[place][1], line.x1)]
+        if any(a[1] > b[0] for a, b in zip(widened, widened[1:], strict=False)):
+            break
+        columns[:] = widened
+        anchors.append(row)
+    if (
+        len(anchors) < 2
+        or _median_words(line for row in anchors for line in row) > TABLE_CELL_WORDS
+    ):
+        return None  # before the rows' further lines are looked for: two columns of text
+    table: list[list[list[_Line]]] = []
+    for row in anchors:
+        cells: list[list[_Line]] = [[] for _ in columns]
+        for line in row:
+            cells[column(line)].append(line)  # type: ignore[index]
+        table.append(cells)
+    below = sorted(lines, key=lambda line: -line.y0)
+    in_rows = {id(line) for row in rows for line in row}
+    for number in range(len(table) - 1):
+        if not _between_rows(below, table, number, in_rows, column):
+            return None  # a line across the columns between two rows: not a table understood
+    if len(table) < 2:
+        return None
+    bottom = _last_row_lines(below, table, in_rows, column)
+    following = rows[start + len(table)] if start + len(table) < len(rows) else None
+    if following is not None:
+        baselines = [_baseline(cells) for cells in table]
+        spacing = max(a - b for a, b in zip(baselines, baselines[1:], strict=False))
+        near = max(following[0].size * TABLE_LINE_PITCH, spacing * 1.5)
+        if min(bottom, baselines[-1]) - following[0].y0 <= near:
+            return None  # a row in other columns goes on right below: not a table understood
+    if _median_words(line for row in table for cell in row for line in cell) > TABLE_CELL_WORDS:
+        return None
+    return table
+
+
+def _median_words(lines: Iterable[_Line]) -> int:
+    words = sorted(len(line.text.split()) for line in lines)
+    return words[len(words) // 2]
+
+
+def _baseline(cells: list[list[_Line]]) -> float:
+    return max(cell[0].y0 for cell in cells if cell)
+
+
+def _between_rows(below, table, number: int, in_rows: set[int], column) -> bool:
+    """Gives the lines between rows ``number`` and ``number + 1`` to their cells, or returns
+    False when one of them lies across columns (the table ends before the next row). A line
+    goes on the cell above it in its column (a top-aligned cell's further lines), or to the
+    cell of the row below when that row has no line of its own in the column and its baseline
+    is nearer (a cell of several lines centred on its row, as browsers print them)."""
+    upper, lower = table[number], table[number + 1]
+    top, bottom = _baseline(upper), _baseline(lower)
+    own = {id(line) for cells in (upper, lower) for cell in cells for line in cell}
+    between = [
+        line for line in below if id(line) not in own and bottom - line.size * 0.25 < line.y0 < top
+    ]
+    if any(id(line) in in_rows for line in between):
+        return False
+    places = [column(line) for line in between]
+    if None in places:
+        return False
+    first_of_lower = {place for place, cell in enumerate(lower) if cell}
+    for line, place in zip(between, places, strict=True):
+        nearer_lower = line.y0 - bottom < top - line.y0
+        if place not in first_of_lower and (not upper[place] or nearer_lower):
+            lower[place].append(line)
+        else:
+            upper[place].append(line)
+    for cell in lower:
+        cell.sort(key=lambda line: -line.y0)
+    return True
+
+
+def _last_row_lines(below, table, in_rows: set[int], column) -> float:
+    """The last row's cells get the lines just below them, inside their column; returns the
+    table's lowest baseline."""
+    cells = table[-1]
+    taken = {id(line) for row in table for cell in row for line in cell}
+    lowest = min(line.y0 for cell in cells for line in cell)
+    for line in below:
+        if id(line) in taken or line.y0 >= lowest + line.size * 0.25:
+            continue
+        place = None if id(line) in in_rows else column(line)
+        if place is None:
+            break
+        last = min(cells[place], key=lambda other: other.y0) if cells[place] else None
+        if last is None or last.y0 - line.y0 > line.size * TABLE_LINE_PITCH:
+            break
+        cells[place].append(line)
+        lowest = min(lowest, line.y0)
+    return lowest
+
+
+def _cell_html(cell: list[_Line]) -> str:
+    paragraph = _Paragraph(cell[0].page, cell[0].size, False) if cell else None
+    if paragraph is None:
+        return ""
+    for line in cell:
+        paragraph.add(line)
+    return paragraph.html
+
+
+def _table_html(cells: list[list[str]], header: bool) -> str:
+    rows = []
+    for number, row in enumerate(cells):
+        tag = "th" if header and number == 0 else "td"
+        rows.append("<tr>" + "".join(f"<{tag}>{cell}</{tag}>" for cell in row) + "</tr>")
+    return "<table>" + "".join(rows) + "</table>"
 
 
 def _list_mark(text: str) -> tuple[str, re.Match] | None:
@@ -489,7 +740,9 @@ def _classify(paragraphs: list[_Paragraph], body_size: float, title: str | None)
     large = [
         p
         for p in paragraphs
-        if p.size >= body_size * HEADING_SCALE and len(p.text.split()) <= HEADING_MAX_WORDS
+        if p.kind != "table"
+        and p.size >= body_size * HEADING_SCALE
+        and len(p.text.split()) <= HEADING_MAX_WORDS
     ]
     if large and large[0].page == 1:
         first = large[0]
@@ -508,6 +761,8 @@ def _classify(paragraphs: list[_Paragraph], body_size: float, title: str | None)
     below = len(sizes) + 2  # the level of headings in bold at the body's size
     chosen = set(map(id, large))
     for paragraph in paragraphs:
+        if paragraph.kind == "table":
+            continue
         if id(paragraph) in chosen:
             paragraph.kind = f"h{levels.get(round(paragraph.size), below - 1)}"
         elif paragraph.bold and bold_heading(paragraph.text):
@@ -538,6 +793,9 @@ def _write(title: str, paragraphs: list[_Paragraph]) -> str:
         if open_list:
             parts.append(f"</{open_list}>")
             open_list = None
+        if paragraph.kind == "table":
+            parts.append(paragraph.html)
+            continue
         tag = paragraph.kind
         inner = paragraph.html if tag == "p" else escape(paragraph.text)
         parts.append(f"<{tag}>{inner}</{tag}>")
