@@ -482,7 +482,7 @@ def test_pages_saved_without_an_extension_are_read_by_their_first_bytes(db_url, 
     # named on its own, the page is read too; a text file without an extension is refused
     assert rejected(db_url, [page, folder / "LICENSE"]) == [
         f"{folder / 'LICENSE'}:1: unsupported file type (use .csv, .docx, .htm, .html, .json, "
-        ".jsonl, .markdown, .md, .mdx, .ndjson, .pdf, .qna, .tsv, .xlsx, .zip or a folder)"
+        ".jsonl, .markdown, .md, .mdx, .ndjson, .pdf, .qna, .tsv, .txt, .xlsx, .zip or a folder)"
     ]
 
 

@@ -249,7 +249,7 @@ def test_derived_duplicate_slugs_across_files_get_a_suffix_and_a_warning(db_url,
          "value (column 11)"),
         ("fm.md", "---\ntitle: A\nbody: [unclosed\n---\nText\n", "3: invalid YAML front matter: "),
         ("open.md", "---\ntitle: A\nText\n", "1: front matter opened with '---' is never closed"),
-        ("notes.txt", "hello", "1: unsupported file type"),
+        ("notes.log", "hello", "1: unsupported file type"),
         ("meta.tsv", "Question\tAnswer\tMetadata\nQ?\tA.\tjustaword\n", "2: metadata item "
          "'justaword' is not key:value"),
     ],

@@ -14,7 +14,8 @@
 - Bot Framework ``.qna`` files, QnA Maker's text format (app.kb.qna_file).
 - Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
   then the body; HTML pages (app.kb.html_pages); Word documents and PDFs, read as the pages
-  they are written as (app.kb.word_documents, app.kb.pdf_documents). A folder is searched
+  they are written as (app.kb.word_documents, app.kb.pdf_documents), and plain text files
+  (app.kb.text_documents) when named. A folder is searched
   recursively for all four, and a zip archive is read as the folder it holds
   (app.kb.archives). An FAQ page, in any of them, gives one article per question, and a
   manual in sections one per section (app.kb.faq_pages); a page that only lists links to
@@ -68,6 +69,7 @@ from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
 from app.kb.sanitize import has_text, render_body
 from app.kb.slugs import slugify
+from app.kb.text_documents import text_page
 from app.kb.textfiles import (
     ByteCounter,
     CsvRow,
@@ -1138,6 +1140,13 @@ def read_pdf_document(path: Path, display: str, problems: Problems, on_bytes: By
     yield from _html_page_rows(text, display, problems, long=LONG_DOCUMENT_WORDS)
 
 
+def read_text_document(path: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """A plain text file, read as the page it is written as (app.kb.text_documents)."""
+    text = read_document(path, display, problems, on_bytes)
+    if text is not None:
+        yield from _html_page_rows(text_page(text, path.stem), display, problems)
+
+
 def _html_page_rows(
     text: str, display: str, problems: Problems, long: int = LONG_PAGE_WORDS
 ) -> Iterator[SourceRow]:
@@ -1216,12 +1225,21 @@ READERS: dict[str, Reader] = {
     ".htm": read_html_page,
     ".docx": read_word_document,
     ".pdf": read_pdf_document,
+    ".txt": read_text_document,
 }
 FOLDER_SUFFIXES = MARKDOWN_SUFFIXES + HTML_SUFFIXES + (".docx", ".pdf")
 # Formats people have their FAQ in that are not read, and what to do instead.
+_SAVE_AS_DOCX = "save it as .docx or .pdf (File > Save As, or Export) and import that"
+_SAVE_AS_XLSX = "save it as .xlsx or .csv (File > Save As) and import that"
 _NOT_READ = {
     ".doc": "a Word 97-2003 document: save it as .docx (Word or LibreOffice: Save As) and "
     "import that",
+    ".odt": f"an OpenDocument text: {_SAVE_AS_DOCX}",
+    ".rtf": f"a rich text document: {_SAVE_AS_DOCX}",
+    ".pages": f"a Pages document: {_SAVE_AS_DOCX}",
+    ".xls": f"an Excel 97-2003 workbook: {_SAVE_AS_XLSX}",
+    ".ods": f"an OpenDocument spreadsheet: {_SAVE_AS_XLSX}",
+    ".numbers": f"a Numbers spreadsheet: {_SAVE_AS_XLSX}",
 }
 
 
