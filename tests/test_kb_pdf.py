@@ -248,7 +248,6 @@ def test_pdfs_that_cannot_be_read_are_refused_with_what_to_do(db_url, tmp_path):
     assert [a.title for a in articles(db_url).values()] == ["Card fees"]
 
 
-@pytest.mark.browser
 def test_links_to_web_and_mail_addresses_are_kept(db_url, tmp_path):
     from fpdf import FPDF
 
@@ -364,6 +363,39 @@ def test_rows_not_understood_as_one_table_stay_text(db_url, tmp_path, placed):
     assert sorted(words) == sorted(" ".join(text for _, _, text in placed).split())  # all kept
 
 
+def test_two_tables_in_the_same_columns_with_text_between_are_two_tables(db_url, tmp_path):
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.add_page()
+    document.set_font("Helvetica", "B", 20)
+    document.multi_cell(0, 10, "Card limits", new_x="LMARGIN", new_y="NEXT")
+    document.set_font("Helvetica", "", 11)
+    for caption, rows in (
+        ("In shops:", [("Standard", "2,000 EUR"), ("Metal", "10,000 EUR")]),
+        (
+            "At cash machines, each day, in any country of the world:",
+            [("Standard", "500 EUR"), ("Metal", "2,000 EUR")],
+        ),
+    ):
+        document.multi_cell(0, 5, caption, new_x="LMARGIN", new_y="NEXT")
+        document.ln(2)
+        with document.table(col_widths=(40, 40), width=80, align="LEFT") as table:
+            for cells in rows:
+                row = table.row()
+                for text in cells:
+                    row.cell(text)
+        document.ln(4)
+    path = tmp_path / "limits.pdf"
+    document.output(str(path))
+    run_import(db_url, [path])
+    (article,) = articles(db_url).values()
+    body = article.body
+    assert body.count("<table>") == 2
+    assert body.index("In shops:") < body.index("2,000 EUR") < body.index("At cash machines")
+    assert body.index("At cash machines") < body.index("500 EUR")
+
+
 def test_two_columns_of_text_are_not_a_table(db_url, tmp_path):
     from fpdf import FPDF
 
@@ -387,6 +419,7 @@ def test_two_columns_of_text_are_not_a_table(db_url, tmp_path):
     assert " ".join(re.sub(r"<[^>]+>", " ", article.body).split()) == f"{left}{right}".strip()
 
 
+@pytest.mark.browser
 def test_a_web_faq_printed_to_pdf_by_a_browser(db_url, tmp_path, browser):
     """A help centre's FAQ page saved as PDF by Chromium, with the date, title, address and
     page numbers it prints in the margins: one article per question, with its bold words and

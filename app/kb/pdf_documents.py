@@ -634,7 +634,8 @@ def _table_from(
     in_rows = {id(line) for row in rows for line in row}
     for number in range(len(table) - 1):
         if not _between_rows(below, table, number, in_rows, column):
-            return None  # a line across the columns between two rows: not a table understood
+            del table[number + 1 :]  # a line across the columns: the table ends above it
+            break
     if len(table) < 2:
         return None
     bottom = _last_row_lines(below, table, in_rows, column)

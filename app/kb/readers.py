@@ -131,7 +131,7 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # Plain FAQ data sets name their two columns in many ways ("Questions,Answers", "Q,A",
 # "query,response", "FAQ,Response", a fine-tuning file's "prompt,completion"): a column read as
 # the title under one of these names is a question column, whose rows app.kb.qna groups.
-QUESTION_FALLBACKS = (
+_QUESTION_FALLBACKS = (
     "q",
     "query",
     "faq",
@@ -154,7 +154,7 @@ _ANSWER_FALLBACKS = (
     "completion",
 )
 _FALLBACK_KEYS = {
-    **dict.fromkeys(("articletitle", *QUESTION_FALLBACKS), "title"),
+    **dict.fromkeys(("articletitle", *_QUESTION_FALLBACKS), "title"),
     **dict.fromkeys(
         ("articlebody", "articlecontent", "content", "description", *_ANSWER_FALLBACKS), "body"
     ),
@@ -213,7 +213,7 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-_QUESTION_KEYS = frozenset(("question", *QUESTION_FALLBACKS))
+_QUESTION_KEYS = frozenset(("question", *_QUESTION_FALLBACKS))
 
 
 def _title_from_questions(fields: dict[str, object]) -> bool:
