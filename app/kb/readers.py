@@ -15,12 +15,13 @@
 - Markdown (and MDX, as docs tools write them: app.kb.markdown_dialects): YAML front matter
   then the body; HTML pages (app.kb.html_pages); Word documents and PDFs, read as the pages
   they are written as (app.kb.word_documents, app.kb.pdf_documents), and plain text files
-  (app.kb.text_documents) when named. A folder is searched
-  recursively for all four, and a zip archive is read as the folder it holds
-  (app.kb.archives). An FAQ page, in any of them, gives one article per question, and a
-  manual in sections one per section (app.kb.faq_pages); a page that only lists links to
-  other pages, a form to fill in and a Confluence export's table of contents give none, with
-  a warning; so does a PDF without text.
+  (app.kb.text_documents) when named. A folder is searched recursively for all four but text
+  files, and a zip archive is read as the folder it holds (app.kb.archives); a folder or zip
+  holding an exported Dialogflow ES agent is read as that agent (app.kb.dialogflow_agent). An
+  FAQ page, in any of them, gives one article per question, and a manual in sections one per
+  section (app.kb.faq_pages); a page that only lists links to other pages, a form to fill in
+  and a Confluence export's table of contents give none, with a warning; so does a PDF
+  without text.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``; so do other names FAQ data sets use (``Q,A``,
@@ -41,6 +42,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from app.kb.archives import Progress, unpack_zip
+from app.kb.dialogflow_agent import agent_root, agent_rows, zip_holds_agent
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
     LONG_PAGE_WORDS,
@@ -1322,10 +1324,18 @@ def expand_paths(
     files: list[tuple[Path, str]] = []
     for n, path in enumerate(paths):
         display = display_name(path)
-        if path.is_dir():
+        if path.is_dir() and agent_root(path) is not None:
+            files.append((path, display))  # a Dialogflow agent, read as one
+        elif path.is_dir():
             files.extend(_folder_files(path, display, display_name, problems, "folder"))
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")
+        elif path.suffix.lower() == ".zip" and unpack_to is not None and zip_holds_agent(path):
+            folder = unpack_zip(
+                path, display, unpack_to / str(n), _agent_member, problems, unpacking
+            )
+            if folder is not None:
+                files.append((folder, display))
         elif path.suffix.lower() == ".zip" and unpack_to is not None:
             reported = len(problems.messages)
             folder = unpack_zip(
@@ -1361,11 +1371,29 @@ def _without_repeats(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
     return unique
 
 
+def _agent_member(name: str, head: Callable[[], bytes]) -> bool:
+    """What an exported Dialogflow agent's archive unpacks: its JSON files."""
+    return name.lower().endswith(".json")
+
+
+def read_agent(folder: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """A Dialogflow agent's folder (or the one its archive unpacked to), each file named as
+    ``display`` and its path inside (app.kb.dialogflow_agent)."""
+
+    def named(path: Path) -> str:
+        return f"{display}/{display_name(path.relative_to(folder))}"
+
+    yield from agent_rows(folder, named, problems)
+    on_bytes(sum(p.stat().st_size for p in folder.rglob("*.json")))
+
+
 def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):
     for path, display in files:
         try:
             # a file of another extension got here as an HTML page (``_is_html_page``)
-            reader = READERS.get(path.suffix.lower(), read_html_page)
+            reader = (
+                read_agent if path.is_dir() else READERS.get(path.suffix.lower(), read_html_page)
+            )
             rows = reader(path, display, problems, on_bytes)
             yield from group_questions(rows, problems)
         except OSError as exc:
