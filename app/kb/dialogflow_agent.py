@@ -69,6 +69,11 @@ def zip_holds_agent(path: Path) -> bool:
     return False
 
 
+def wanted_member(name: str, head: Callable[[], bytes]) -> bool:
+    """What an exported agent's archive unpacks: its JSON files."""
+    return name.lower().endswith(".json")
+
+
 def agent_rows(
     folder: Path, named: Callable[[Path], str], problems: Problems
 ) -> Iterator[SourceRow]:

@@ -17,11 +17,11 @@
   they are written as (app.kb.word_documents, app.kb.pdf_documents), and plain text files
   (app.kb.text_documents) when named. A folder is searched recursively for all four but text
   files, and a zip archive is read as the folder it holds (app.kb.archives); a folder or zip
-  holding an exported Dialogflow ES agent is read as that agent (app.kb.dialogflow_agent). An
-  FAQ page, in any of them, gives one article per question, and a manual in sections one per
-  section (app.kb.faq_pages); a page that only lists links to other pages, a form to fill in
-  and a Confluence export's table of contents give none, with a warning; so does a PDF
-  without text.
+  holding an exported Dialogflow ES agent or a Rasa project is read as that bot
+  (app.kb.dialogflow_agent, app.kb.rasa_project). An FAQ page, in any of them, gives one
+  article per question, and a manual in sections one per section (app.kb.faq_pages); a page
+  that only lists links to other pages, a form to fill in and a Confluence export's table of
+  contents give none, with a warning; so does a PDF without text.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``; so do other names FAQ data sets use (``Q,A``,
@@ -41,8 +41,8 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from app.kb import dialogflow_agent, rasa_project
 from app.kb.archives import Progress, unpack_zip
-from app.kb.dialogflow_agent import agent_root, agent_rows, zip_holds_agent
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
     LONG_PAGE_WORDS,
@@ -1324,16 +1324,18 @@ def expand_paths(
     files: list[tuple[Path, str]] = []
     for n, path in enumerate(paths):
         display = display_name(path)
-        if path.is_dir() and agent_root(path) is not None:
-            files.append((path, display))  # a Dialogflow agent, read as one
+        if path.is_dir() and _bot_reader(path) is not None:
+            files.append((path, display))  # a bot's export, read as one
         elif path.is_dir():
             files.extend(_folder_files(path, display, display_name, problems, "folder"))
         elif not path.exists():
             problems.add(display, 1, "no such file or folder")
-        elif path.suffix.lower() == ".zip" and unpack_to is not None and zip_holds_agent(path):
-            folder = unpack_zip(
-                path, display, unpack_to / str(n), _agent_member, problems, unpacking
-            )
+        elif (
+            path.suffix.lower() == ".zip"
+            and unpack_to is not None
+            and (wanted := _bot_archive(path)) is not None
+        ):
+            folder = unpack_zip(path, display, unpack_to / str(n), wanted, problems, unpacking)
             if folder is not None:
                 files.append((folder, display))
         elif path.suffix.lower() == ".zip" and unpack_to is not None:
@@ -1371,29 +1373,47 @@ def _without_repeats(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
     return unique
 
 
-def _agent_member(name: str, head: Callable[[], bytes]) -> bool:
-    """What an exported Dialogflow agent's archive unpacks: its JSON files."""
-    return name.lower().endswith(".json")
+BotRows = Callable[[Path, Callable[[Path], str], Problems], Iterator[SourceRow]]
 
 
-def read_agent(folder: Path, display: str, problems: Problems, on_bytes: ByteCounter):
-    """A Dialogflow agent's folder (or the one its archive unpacked to), each file named as
-    ``display`` and its path inside (app.kb.dialogflow_agent)."""
+def _bot_reader(folder: Path) -> BotRows | None:
+    """How to read a folder that is a bot's export: a Dialogflow ES agent or a Rasa project."""
+    if dialogflow_agent.agent_root(folder) is not None:
+        return dialogflow_agent.agent_rows
+    if rasa_project.project_root(folder) is not None:
+        return rasa_project.project_rows
+    return None
+
+
+def _bot_archive(path: Path) -> Callable[[str, Callable[[], bytes]], bool] | None:
+    """Which members to unpack of an archive that is a bot's export, or None for another."""
+    if dialogflow_agent.zip_holds_agent(path):
+        return dialogflow_agent.wanted_member
+    if rasa_project.zip_holds_project(path):
+        return rasa_project.wanted_member
+    return None
+
+
+def read_bot(folder: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+    """A bot's exported folder (or the one its archive unpacked to), each file named as
+    ``display`` and its path inside (app.kb.dialogflow_agent, app.kb.rasa_project)."""
 
     def named(path: Path) -> str:
         return f"{display}/{display_name(path.relative_to(folder))}"
 
-    yield from agent_rows(folder, named, problems)
-    on_bytes(sum(p.stat().st_size for p in folder.rglob("*.json")))
+    reader = _bot_reader(folder)
+    if reader is None:  # an archive that unpacked nothing of it
+        problems.add(display, 1, "holds no bot to read")
+        return
+    yield from reader(folder, named, problems)
+    on_bytes(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()))
 
 
 def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):
     for path, display in files:
         try:
             # a file of another extension got here as an HTML page (``_is_html_page``)
-            reader = (
-                read_agent if path.is_dir() else READERS.get(path.suffix.lower(), read_html_page)
-            )
+            reader = read_bot if path.is_dir() else READERS.get(path.suffix.lower(), read_html_page)
             rows = reader(path, display, problems, on_bytes)
             yield from group_questions(rows, problems)
         except OSError as exc:
