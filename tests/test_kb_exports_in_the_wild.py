@@ -311,6 +311,43 @@ def test_a_chatbot_intents_file_gives_an_article_per_intent(db_url, write_kb_fil
     }
 
 
+def test_a_botpress_qna_export_gives_one_article_per_item(db_url, write_kb_file):
+    def item(id_, questions, answers, contexts=("global",), enabled=True, **more):
+        data = {
+            "action": "text",
+            "contexts": list(contexts),
+            "enabled": enabled,
+            "questions": questions,
+            "answers": answers,
+            "redirectFlow": "",
+            **more,
+        }
+        return {"id": id_, "data": data}  # fmt: skip
+
+    items = [
+        item("pay_1a", {"en": ["How do I pay?", "payment methods"], "fr": ["Comment payer ?"]},
+             {"en": ["By card or transfer.", "Card or transfer."], "fr": ["Par carte."]}),
+        item("refund_2b", {"fr": ["Remboursement ?"]}, {"fr": ["Sous 30 jours."]},
+             contexts=["billing"], enabled=False),
+        item("sales_3c", {"en": ["talk to sales"]}, {"en": []}, redirectFlow="sales.flow.json"),
+    ]  # fmt: skip
+    path = write_kb_file("qna_export.json", json.dumps(items, indent=1))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (2, [])
+    assert report.warnings == [
+        f"{path}:52: [2] (id sales_3c): no answer in 'en' (a redirect to a flow?): skipped"
+    ]
+    stored = {
+        a.title: (a.questions, a.body, a.category, a.published) for a in articles(db_url).values()
+    }
+    assert stored == {
+        # English first, the first answer of the ones Botpress picks from
+        "How do I pay?": (["payment methods"], "By card or transfer.", None, True),
+        # else the item's language; its context and state
+        "Remboursement ?": ([], "Sous 30 jours.", "billing", False),
+    }
+
+
 def test_a_qnabot_on_aws_export_gives_one_article_per_item(db_url, write_kb_file):
     export = {
         "qna": [

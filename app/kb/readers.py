@@ -508,6 +508,8 @@ def _object_row(
             return _freshdesk_article(obj, label, display, line, problems)
         if {"questions", "answer"} <= keys and not keys & {"title", "question"}:
             return _qna_item(obj, label, display, line, problems)
+        if _botpress_shape(obj):
+            return _botpress_item(obj, label, display, line, problems)
     return _object_fields(obj, display, line, problems)
 
 
@@ -919,6 +921,61 @@ def _qnabot_item(
         "body": answer,
         "questions": questions[1:],
         "category": obj.get("t") or None,
+        "source": display,
+    }
+    return SourceRow(display, line, fields, label=label, qna=True)
+
+
+_BOTPRESS_LANGUAGE = "en"  # read first when an item has it; else its first language
+
+
+def _botpress_shape(obj: dict) -> bool:
+    data = next((v for k, v in obj.items() if str(k).casefold() == "data"), None)
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("questions"), dict)
+        and isinstance(data.get("answers"), dict)
+    )
+
+
+def _botpress_item(
+    obj: dict, label: str, display: str, line: int, problems: Problems
+) -> SourceRow | None:
+    """An item of a Botpress Q&A export (``{"id", "data": {"questions": {lang: [...]},
+    "answers": {lang: [...]}, "enabled", "contexts"}}``): in English, else the first language
+    with questions, the first question is the title and the others alternate questions, the
+    first answer the body (Botpress picks one at random); a context other than ``global`` (or
+    the older ``category``) is the category, and ``enabled: false`` leaves it unpublished. An
+    item that only redirects to a flow has no answer: left out with a warning."""
+    record = _export_record(obj, label, display, line, problems, "id")
+    if record is None:
+        return None
+    obj, label = record
+    data = next(v for k, v in obj.items() if str(k).casefold() == "data")
+    questions, answers = data["questions"], data["answers"]
+    languages = [lang for lang, texts in questions.items() if isinstance(texts, list) and texts]
+    language = (
+        _BOTPRESS_LANGUAGE if _BOTPRESS_LANGUAGE in languages else next(iter(languages), None)
+    )
+    asked = questions.get(language) if language else None
+    said = answers.get(language) if language else None
+    if not asked or not all(isinstance(q, str) for q in asked):
+        problems.add(display, line, f"{label}: has no questions")
+        return None
+    answer = next((a for a in said or [] if isinstance(a, str) and a.strip()), None)
+    if answer is None:
+        problems.warn(
+            display, line, f"{label}: no answer in '{language}' (a redirect to a flow?): skipped"
+        )
+        return None
+    contexts = data.get("contexts")
+    context = contexts[0] if isinstance(contexts, list) and contexts else data.get("category")
+    fields: dict[str, object] = {
+        "title": asked[0],
+        "body": answer,
+        "questions": asked[1:],
+        "category": context if isinstance(context, str) and context != "global" else None,
+        "published": data.get("enabled", True) is not False,
         "source": display,
     }
     return SourceRow(display, line, fields, label=label, qna=True)
