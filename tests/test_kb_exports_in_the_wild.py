@@ -348,6 +348,52 @@ def test_a_botpress_qna_export_gives_one_article_per_item(db_url, write_kb_file)
     }
 
 
+def test_a_watson_assistant_skill_gives_an_article_per_intent_its_dialog_answers(
+    db_url, write_kb_file
+):
+    def text(*variants):
+        return {"response_type": "text", "values": [{"text": v} for v in variants]}
+
+    skill = {
+        "name": "Customer Care",
+        "language": "en",
+        "intents": [
+            {"intent": "Store_Hours", "examples": [{"text": "When are you open?"},
+                                                   {"text": "store hours"},
+                                                   {"text": "When are you  OPEN?"}]},
+            {"intent": "Appointments", "examples": [{"text": "book an appointment"}]},
+            {"intent": "Greetings", "examples": [{"text": "hello"}]},
+        ],
+        "dialog_nodes": [
+            {"conditions": "welcome", "output": {"generic": [text("Hello, how can I help?")]}},
+            {"conditions": "#Store_Hours", "output": {"generic": [
+                text("We are open 8 to 20.", "8-20 daily."),
+                {"response_type": "option", "title": "More?", "options": []},
+                text("Closed on holidays."),
+            ]}},
+            {"conditions": "#Appointments", "next_step": {"behavior": "jump_to"}},
+            {"conditions": "#Greetings", "output": {"text": {"values": ["Hi! Ask away."]}}},
+            {"conditions": "anything_else", "output": {"generic": [text("Say again?")]}},
+        ],
+    }  # fmt: skip
+    path = write_kb_file("skill-Customer-Care.json", json.dumps(skill))
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (2, [])
+    assert report.notes == [
+        f"{path}:1: Watson Assistant skill: 1 intent without a dialog node answering it in text "
+        "left out"
+    ]
+    stored = {slug: (a.title, a.questions, a.body) for slug, a in articles(db_url).items()}
+    assert stored == {
+        "store-hours": (
+            "When are you open?",
+            ["store hours"],
+            "We are open 8 to 20.\n\nClosed on holidays.",
+        ),
+        "greetings": ("hello", [], "Hi! Ask away."),  # the older output format
+    }
+
+
 def test_a_qnabot_on_aws_export_gives_one_article_per_item(db_url, write_kb_file):
     export = {
         "qna": [

@@ -6,7 +6,8 @@
 - JSON (a list of objects) and JSONL (one object per line) with the same keys, Freshdesk
   solution articles among them; or an export object: Zendesk Help Center (``articles``), QnA
   Maker's "Download knowledgebase" (``qnaDocuments``), an Azure AI Language question answering
-  project (``assets.qnas``) or an Amazon Kendra FAQ (``FaqDocuments``).
+  project (``assets.qnas``) or an Amazon Kendra FAQ (``FaqDocuments``); a Watson Assistant
+  dialog skill (``intents`` and ``dialog_nodes``: app.kb.watson_skill).
 - QnA TSV: ``Question``, ``Answer``, optional ``Source``, ``Metadata`` (``key:value|key:value``)
   and ``QnaId``.
 - XLSX: the first sheet of a workbook, read like a CSV; with ``Question`` and ``Answer`` columns
@@ -41,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from app.kb import dialogflow_agent, rasa_project
+from app.kb import dialogflow_agent, rasa_project, watson_skill
 from app.kb.archives import Progress, unpack_zip
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
@@ -459,6 +460,14 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
     if text is None:
         return
     pos = _WS.match(text, 0).end()
+    if text[pos] == "{" and '"dialog_nodes"' in text:
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError:
+            document = None  # the export reader names where it breaks
+        if watson_skill.is_skill(document):
+            yield from watson_skill.skill_rows(document, display, problems)  # type: ignore[arg-type]
+            return
     if text[pos] == "{":
         yield from _json_export(text, pos, display, problems)
         return
