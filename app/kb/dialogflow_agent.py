@@ -23,14 +23,11 @@ valid JSON, or an intent or phrase of the wrong shape, is an error on its file.
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from app.kb.archives import ZIP_ERRORS
-from app.kb.qna import question_key
+from app.kb.bot_exports import export_root, intent_row, unique_texts, zip_holds
 from app.kb.records import SourceRow
-from app.kb.slugs import slugify
 from app.kb.textfiles import Problems
 from app.vocab import counted
 
@@ -44,29 +41,13 @@ def is_agent_folder(folder: Path) -> bool:
 
 
 def agent_root(folder: Path) -> Path | None:
-    """The agent's folder: ``folder`` or its only subfolder holding ``agent.json`` (a zip made
-    of the folder rather than of its contents)."""
-    if is_agent_folder(folder):
-        return folder
-    inner = [p for p in folder.iterdir() if p.is_dir() and is_agent_folder(p)]
-    return inner[0] if len(inner) == 1 else None
+    return export_root(folder, is_agent_folder)
 
 
 def zip_holds_agent(path: Path) -> bool:
     """Whether the archive at ``path`` is an exported agent (``agent.json`` at its top or one
-    folder down, beside ``intents/``); False for one that cannot be read, whose import says why."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = {name.replace("\\", "/") for name in archive.namelist()}
-    except ZIP_ERRORS:
-        return False
-    for name in names:
-        parts = name.split("/")
-        if parts[-1] == AGENT_FILE and len(parts) <= 2:
-            prefix = "/".join(parts[:-1] + [INTENTS, ""]).lstrip("/")
-            if any(other.startswith(prefix) for other in names):
-                return True
-    return False
+    folder down, beside ``intents/``)."""
+    return zip_holds(path, AGENT_FILE, INTENTS)
 
 
 def wanted_member(name: str, head: Callable[[], bytes]) -> bool:
@@ -116,15 +97,7 @@ def agent_rows(
         )
         if phrases is None:
             continue
-        title, *questions = phrases or [name]
-        fields: dict[str, object] = {
-            "title": title,
-            "body": body,
-            "questions": questions,
-            "slug": slugify(name),
-            "source": display,
-        }
-        yield SourceRow(display, 1, fields, label=f"intent {name!r}")
+        yield intent_row(display, name, phrases, body)
     left_out = [counted(n, f"{kind} intent") for kind, n in skipped.items() if n]
     if left_out:
         problems.note(
@@ -182,7 +155,7 @@ def _phrases(path: Path, named: Callable[[Path], str], problems: Problems) -> li
     if not isinstance(said, list):
         problems.add(named(path), 1, "expected a list of training phrases")
         return None
-    unique: dict[str, str] = {}
+    texts = []
     for number, item in enumerate(said):
         parts = item.get("data") if isinstance(item, dict) else None
         if not isinstance(parts, list) or not all(
@@ -190,7 +163,5 @@ def _phrases(path: Path, named: Callable[[Path], str], problems: Problems) -> li
         ):
             problems.add(named(path), 1, f"[{number}]: a phrase is a 'data' list of texts")
             return None
-        text = " ".join("".join(p["text"] for p in parts).split())
-        if text:
-            unique.setdefault(question_key(text), text)
-    return list(unique.values())
+        texts.append("".join(p["text"] for p in parts))
+    return unique_texts(texts)

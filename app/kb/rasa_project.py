@@ -21,16 +21,13 @@ its line; stories, rules, slots, forms and actions are not read.
 from __future__ import annotations
 
 import re
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
 
-from app.kb.archives import ZIP_ERRORS
-from app.kb.qna import question_key
+from app.kb.bot_exports import export_root, intent_row, unique_texts, zip_holds
 from app.kb.records import SourceRow
-from app.kb.slugs import slugify
 from app.kb.textfiles import Problems, yaml_error
 from app.vocab import counted
 
@@ -59,29 +56,13 @@ def is_project_folder(folder: Path) -> bool:
 
 
 def project_root(folder: Path) -> Path | None:
-    """The project's folder: ``folder`` or its only subfolder that is one (a zip made of the
-    folder rather than of its contents)."""
-    if is_project_folder(folder):
-        return folder
-    inner = [p for p in folder.iterdir() if p.is_dir() and is_project_folder(p)]
-    return inner[0] if len(inner) == 1 else None
+    return export_root(folder, is_project_folder)
 
 
 def zip_holds_project(path: Path) -> bool:
     """Whether the archive at ``path`` holds a Rasa project (``domain.yml`` at its top or one
     folder down, beside ``data/``)."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = {name.replace("\\", "/") for name in archive.namelist()}
-    except ZIP_ERRORS:
-        return False
-    for name in names:
-        parts = name.split("/")
-        if parts[-1] == _DOMAIN and len(parts) <= 2:
-            prefix = "/".join(parts[:-1] + [_DATA, ""]).lstrip("/")
-            if any(other.startswith(prefix) for other in names):
-                return True
-    return False
+    return zip_holds(path, _DOMAIN, _DATA)
 
 
 def wanted_member(name: str, head: Callable[[], bytes]) -> bool:
@@ -109,20 +90,7 @@ def project_rows(
         if not body:
             unanswered += 1
             continue
-        title, *questions = texts or [intent]
-        display = named(path)
-        yield SourceRow(
-            display,
-            1,
-            {
-                "title": title,
-                "body": body,
-                "questions": questions,
-                "slug": slugify(intent.replace("/", " ")),
-                "source": display,
-            },
-            label=f"intent {intent!r}",
-        )
+        yield intent_row(named(path), intent, unique_texts(texts), body)
     if unanswered:
         problems.note(
             named(root / _DATA),
@@ -165,7 +133,7 @@ def _read_nlu(
     problems: Problems,
 ) -> None:
     """The examples of each intent of an ``nlu:`` section (synonyms, regexes and lookups
-    aside), each once, in order."""
+    aside), in order, their entity annotations read as their words."""
     if section is None:
         return
     if not isinstance(section, list):
@@ -179,9 +147,4 @@ def _read_nlu(
             problems.add(named(path), 1, f"nlu: intent {intent!r}: examples must be a '- ' list")
             continue
         _, texts = examples.setdefault(intent, (path, []))
-        seen = {question_key(text) for text in texts}
-        for example in _ITEM.split(listed or ""):
-            text = " ".join(_ANNOTATION.sub(r"\1", example).split())
-            if text and question_key(text) not in seen:
-                seen.add(question_key(text))
-                texts.append(text)
+        texts.extend(_ANNOTATION.sub(r"\1", example) for example in _ITEM.split(listed or ""))

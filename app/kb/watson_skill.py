@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from app.kb.qna import question_key
+from app.kb.bot_exports import intent_row, unique_texts
 from app.kb.records import SourceRow
-from app.kb.slugs import slugify
 from app.kb.textfiles import Problems
 from app.vocab import counted
 
@@ -57,21 +56,13 @@ def skill_rows(document: dict, display: str, problems: Problems) -> Iterator[Sou
         if not body:
             unanswered += 1
             continue
-        examples = intent.get("examples") or []
-        unique: dict[str, str] = {}
-        for example in examples if isinstance(examples, list) else ():
-            text = example.get("text") if isinstance(example, dict) else None
-            if isinstance(text, str) and text.strip():
-                unique.setdefault(question_key(text), " ".join(text.split()))
-        title, *questions = list(unique.values()) or [name]
-        fields: dict[str, object] = {
-            "title": title,
-            "body": body,
-            "questions": questions,
-            "slug": slugify(name),
-            "source": display,
-        }
-        yield SourceRow(display, 1, fields, label=f"intent {name!r}")
+        examples = intent.get("examples")
+        texts = [
+            example["text"]
+            for example in (examples if isinstance(examples, list) else ())
+            if isinstance(example, dict) and isinstance(example.get("text"), str)
+        ]
+        yield intent_row(display, name, unique_texts(texts), body)
     if unanswered:
         problems.note(
             display,

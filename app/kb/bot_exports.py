@@ -1,0 +1,65 @@
+"""What the readers of bots' exports share (app.kb.dialogflow_agent, app.kb.rasa_project,
+app.kb.watson_skill): finding an export in a folder or a zip by the file and folder it keeps at
+its top, and the article an intent that answers in text becomes."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from app.kb.archives import ZIP_ERRORS
+from app.kb.qna import question_key
+from app.kb.records import SourceRow
+from app.kb.slugs import slugify
+
+
+def export_root(folder: Path, is_export: Callable[[Path], bool]) -> Path | None:
+    """The export's folder: ``folder`` or its only subfolder that is one (a zip made of the
+    folder rather than of its contents)."""
+    if is_export(folder):
+        return folder
+    inner = [p for p in folder.iterdir() if p.is_dir() and is_export(p)]
+    return inner[0] if len(inner) == 1 else None
+
+
+def zip_holds(path: Path, marker: str, beside: str) -> bool:
+    """Whether the archive at ``path`` holds the file ``marker`` at its top or one folder down,
+    with the folder ``beside`` next to it; False for one that cannot be read, whose import
+    says why when it is read as an archive of pages."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = {name.replace("\\", "/") for name in archive.namelist()}
+    except ZIP_ERRORS:
+        return False
+    for name in names:
+        parts = name.split("/")
+        if parts[-1] == marker and len(parts) <= 2:
+            prefix = "/".join([*parts[:-1], beside, ""]).lstrip("/")
+            if any(other.startswith(prefix) for other in names):
+                return True
+    return False
+
+
+def unique_texts(texts: Iterable[str]) -> list[str]:
+    """Each text once (case and spacing aside), its spacing tidied, in order."""
+    unique: dict[str, str] = {}
+    for text in texts:
+        tidy = " ".join(text.split())
+        if tidy:
+            unique.setdefault(question_key(tidy), tidy)
+    return list(unique.values())
+
+
+def intent_row(display: str, name: str, phrases: list[str], body: str) -> SourceRow:
+    """The article of the intent ``name``: its first phrase the title (its name without one),
+    the others alternate questions, the slug from its name, ``display`` the source."""
+    title, *questions = phrases or [name]
+    fields: dict[str, object] = {
+        "title": title,
+        "body": body,
+        "questions": questions,
+        "slug": slugify(name.replace("/", " ")),
+        "source": display,
+    }
+    return SourceRow(display, 1, fields, label=f"intent {name!r}")
