@@ -238,9 +238,9 @@ def test_derived_duplicate_slugs_across_files_get_a_suffix_and_a_warning(db_url,
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
     [
-        ("cols.csv", "name,text\nA,b\n", "1: missing required column(s) title, body; found name, text "
-         "(a title column may also be named question, Q, query, FAQ or prompt; a body column "
-         "answer, A, response, reply, content or description)"),
+        ("cols.csv", "name,text\nA,b\n", "1: missing required column(s) title, body; found "
+         "name, text (a title column may also be named question, Q, query, FAQ or prompt; a "
+         "body column answer, A, response, reply, content or description)"),
         ("semi.csv", "title;body\nA;b\n", "1: missing required column(s) title, body; found "
          "title;body (is the file separated by something other than ',' ?)".replace(" ?", "?")),
         ("quote.csv", 'title,body\nA,"never closed\nB,c\n', "2: a quoted value starting in this "

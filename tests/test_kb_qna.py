@@ -186,8 +186,8 @@ def test_qnaid_groups_rows_in_csv_too(db_url, write_kb_file):
          "1: column(s) title/question appear more than once; keep one"),
         ("both.jsonl", '{"title": "A", "question": "B", "body": "c"}\n',
          "1: has both 'title' and 'question'; keep one"),
-        ("cols.tsv", "Qn\tAnswer\nA\tb\n", "1: missing required column(s) question; found Qn, Answer "
-         "(a question column may also be named title, Q, query, FAQ or prompt)"),
+        ("cols.tsv", "Qn\tAnswer\nA\tb\n", "1: missing required column(s) question; found "
+         "Qn, Answer (a question column may also be named title, Q, query, FAQ or prompt)"),
         ("meta.jsonl", '{"question": "A", "answer": "b", "metadata": 3}\n',
          "1: metadata must be 'key:value|key:value' text, an object or a list of name/value "
          "pairs, not int"),

@@ -43,7 +43,8 @@ def test_a_text_faq_gives_an_article_per_question(db_url, write_kb_file):
         "How do I order a card?": "<p>Open the app and tap Cards, then Order. It arrives within "
         "five working days.</p>",
         "Can I pay abroad?": "<p>Yes, in every country that takes Visa. Withdrawals cost:</p>\n"
-        "<ul>\n<li>2% on the Standard card, at least 1 EUR,</li>\n<li>nothing on Premium.</li></ul>",
+        "<ul>\n<li>2% on the Standard card, at least 1 EUR,</li>\n"
+        "<li>nothing on Premium.</li></ul>",
         # the answer after a blank line; addresses become links; a heading ends the answer
         "What if my card is stolen?": "<p>Freeze it in the app and write to "
         f'<a href="mailto:help@northwind.example" {rel}>help@northwind.example</a> or see '

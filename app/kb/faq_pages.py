@@ -30,8 +30,9 @@ more, an HTML page or a Markdown file of 3,000), is read in sections instead (``
 ``markdown_section_rows``): one article per heading of its shallowest level with 3 or more.
 
 Markdown follows rule 2 with ``##`` or ``###`` headings (ATX, outside fenced code; each has
-the id its trailing ``{#id}`` or, as published Markdown does, its text gives it), else rule 4 with lines that start a paragraph and are a question
-wholly in bold (``**Do you ship abroad?**``) or marked ("Q: ...?").
+the id its trailing ``{#id}`` or, as published Markdown does, its text gives it), else rule 4
+with lines that start a paragraph and are a question wholly in bold (``**Do you ship
+abroad?**``) or marked ("Q: ...?").
 
 Every article gets the page's category and tags (``<meta>``, or the front matter with its
 ``published``), the file as source with ``#id`` when its question has an id, and a slug derived

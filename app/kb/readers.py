@@ -466,7 +466,7 @@ def read_json(path: Path, display: str, problems: Problems, on_bytes: ByteCounte
         except json.JSONDecodeError:
             document = None  # the export reader names where it breaks
         if watson_skill.is_skill(document):
-            yield from watson_skill.skill_rows(document, display, problems)  # type: ignore[arg-type]
+            yield from watson_skill.skill_rows(document, display, problems)  # type: ignore
             return
     if text[pos] == "{":
         yield from _json_export(text, pos, display, problems)
