@@ -41,6 +41,16 @@ def zip_holds(path: Path, marker: str, beside: str) -> bool:
     return False
 
 
+def first_variant(variants: object, key: str | None = None) -> str:
+    """The first text of a response's variants (the bot picks one at random; the others say the
+    same in other words): of a list, or one value; ``key`` reads it out of each object."""
+    for item in variants if isinstance(variants, list) else [variants]:
+        text = item.get(key) if key and isinstance(item, dict) else item
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return ""
+
+
 def unique_texts(texts: Iterable[str]) -> list[str]:
     """Each text once (case and spacing aside), its spacing tidied, in order."""
     unique: dict[str, str] = {}

@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from app.kb.bot_exports import export_root, intent_row, unique_texts, zip_holds
+from app.kb.bot_exports import export_root, first_variant, intent_row, unique_texts, zip_holds
 from app.kb.records import SourceRow
 from app.kb.textfiles import Problems
 from app.vocab import counted
@@ -136,12 +136,8 @@ def _text_responses(intent: dict, language: str) -> str | None:
                 continue
             if message.get("lang", language) != language:
                 continue
-            speech = message.get("speech")
-            variants = speech if isinstance(speech, list) else [speech]
-            first = next((v.strip() for v in variants if isinstance(v, str) and v.strip()), None)
-            if first:
-                texts.append(first)
-    return "\n\n".join(texts)
+            texts.append(first_variant(message.get("speech")))
+    return "\n\n".join(text for text in texts if text)
 
 
 def _phrases(path: Path, named: Callable[[Path], str], problems: Problems) -> list[str] | None:

@@ -49,7 +49,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.kb.html_pages import (
     PAGE_SKIP,
@@ -610,15 +610,24 @@ def markdown_faq_rows(
         if items is None:
             return None
     else:
-        bounds = [h for h in headings if h[1] <= level]
-        ends = [index for index, *_ in bounds[1:]] + [len(lines)]
-        items = []
-        for (index, lvl, text, anchor), end in zip(bounds, ends, strict=True):
-            question = _question(text) if lvl == level else None
-            if question is not None:
-                answer = "\n".join(lines[index + 1 : end]).strip()
-                items.append(FaqItem(question, answer, first_line + index, not answer, anchor))
+        items = [
+            replace(item, title=question)
+            for lvl, item in _markdown_sections(lines, headings, level, first_line)
+            if lvl == level and (question := _question(item.title)) is not None
+        ]
     return _markdown_rows(items, fields, display, problems)
+
+
+def _markdown_sections(
+    lines: list[str], headings: list[tuple[int, int, str, str | None]], level: int, first_line: int
+) -> Iterator[tuple[int, FaqItem]]:
+    """(level, item) for each heading at ``level`` or above: its text, the lines up to the next
+    such heading, its line in the file (``first_line`` is the first of ``lines``) and its id."""
+    bounds = [h for h in headings if h[1] <= level]
+    ends = [index for index, *_ in bounds[1:]] + [len(lines)]
+    for (index, lvl, text, anchor), end in zip(bounds, ends, strict=True):
+        answer = "\n".join(lines[index + 1 : end]).strip()
+        yield lvl, FaqItem(text, answer, first_line + index, not answer, anchor)
 
 
 def _markdown_rows(
@@ -656,13 +665,9 @@ def markdown_section_rows(
     level = _section_level(Counter(level for _, level, _, _ in headings), words)
     if level is None:
         return None
-    bounds = [h for h in headings if h[1] <= level]
-    ends = [index for index, *_ in bounds[1:]] + [len(lines)]
-    opening = "\n".join(lines[: bounds[0][0]]).strip()
+    opening = "\n".join(lines[: next(h[0] for h in headings if h[1] <= level)]).strip()
     items = [FaqItem(title, opening, first_line, not opening, None)]
-    for (index, _, text, anchor), end in zip(bounds, ends, strict=True):
-        answer = "\n".join(lines[index + 1 : end]).strip()
-        items.append(FaqItem(text, answer, first_line + index, not answer, anchor))
+    items += [item for _, item in _markdown_sections(lines, headings, level, first_line)]
     kept = [item for item in items if not item.empty]
     return _markdown_rows(kept, fields, display, problems, "document in sections", "section")
 

@@ -30,7 +30,7 @@ from app.kb.cross_links import ArticleLinks, LinkedArticle, stored_file
 from app.kb.html_pages import LINK_LIST_SHARE, link_share, links_could_make, parse_html
 from app.kb.page_template import strip_site_titles, strip_theme
 from app.kb.qna import question_key
-from app.kb.readers import expand_paths, read_rows
+from app.kb.readers import bytes_to_read, expand_paths, read_rows
 from app.kb.records import (
     InvalidArticle,
     PreparedArticle,
@@ -160,7 +160,7 @@ def _validate_files(
             unit_scale=True,
         ),
     )
-    sizes = [(path, path.stat().st_size) for path, _ in files]
+    sizes = [(path, bytes_to_read(path)) for path, _ in files]
     total = sum(size for _, size in sizes)
     pdf_bytes = sum(size for path, size in sizes if path.suffix.lower() == ".pdf")
     checked: list[_Checked] = []

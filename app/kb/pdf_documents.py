@@ -354,7 +354,8 @@ def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None
     """The text line of pdfminer's layout whose characters (and spaces) are ``row``, or None
     when it has no text; its characters inside one of ``links`` are that link's words."""
     sizes: Counter[float] = Counter()
-    bold = chars = 0
+    bold = 0
+    drawn: list[_Box] = []  # the boxes of the characters that show
     runs: list[tuple[str, bool, bool, str | None]] = []  # text, bold, italic, link
     look: tuple[bool, bool, str | None] = (False, False, None)
     for item in row:
@@ -364,7 +365,7 @@ def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None
             link = _link_at(links, item.bbox) if links else None
             look = (bool(_BOLD_FACE.search(face)), bool(_ITALIC_FACE.search(face)), link)
             if text.strip():
-                chars += 1
+                drawn.append(item.bbox)
                 sizes[round(item.size * 2) / 2] += 1
                 bold += look[0]
         if runs and runs[-1][1:] == look:
@@ -372,7 +373,7 @@ def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None
         else:
             runs.append((text, *look))
     text = " ".join("".join(run for run, *_ in runs).split())
-    if not chars or not text:
+    if not drawn or not text:
         return None
     parts = []
     for link, group in itertools.groupby(runs, key=lambda run: run[3]):
@@ -381,14 +382,13 @@ def _line(page: int, row, char_type, links: list[tuple[_Box, str]] | None = None
     html = " ".join("".join(parts).split())
     for closing in ("</i>", "</b>", "</a>"):  # inside out
         html = html.replace(f" {closing}", f"{closing} ")
-    drawn = [item for item in row if isinstance(item, char_type) and item.get_text().strip()]
     return _Line(
         page,
-        min(item.x0 for item in drawn),
-        max(item.x1 for item in drawn),
-        min(item.y0 for item in drawn),
+        min(box[0] for box in drawn),
+        max(box[2] for box in drawn),
+        min(box[1] for box in drawn),
         sizes.most_common(1)[0][0],
-        bold == chars,
+        bold == len(drawn),
         text,
         html.strip(),
     )
@@ -530,10 +530,12 @@ def _with_tables(lines: list[_Line]) -> list[_Line]:
     two columns of running text are not a table. A cell's further lines are the lines below
     its first, inside its column, down to the next row; a line across columns ends the table."""
     rows = _rows(lines)
+    below = sorted(lines, key=lambda line: -line.y0)
+    in_rows = {id(line) for row in rows for line in row}
     tables: list[list[list[_Line]]] = []
     index = 0
     while index < len(rows) - 1:
-        table = _table_from(rows, index, lines)
+        table = _table_from(rows, index, below, in_rows)
         if table is None:
             index += 1
             continue
@@ -593,9 +595,10 @@ def _rows(lines: list[_Line]) -> list[list[_Line]]:
 
 
 def _table_from(
-    rows: list[list[_Line]], start: int, lines: list[_Line]
+    rows: list[list[_Line]], start: int, below: list[_Line], in_rows: set[int]
 ) -> list[list[list[_Line]]] | None:
-    """The table whose first row is ``rows[start]``, as rows of cells of lines, or None. Its
+    """The table whose first row is ``rows[start]``, as rows of cells of lines, or None
+    (``below``: the page's lines top down; ``in_rows``: the ids of the lines of ``rows``). Its
     columns are where the rows' cells lie: each cell of a row overlaps one column, its own
     (left-aligned, centred or right-aligned alike), and the columns never overlap."""
     columns = [[line.x0, line.x1] for line in rows[start]]
@@ -630,8 +633,6 @@ def _table_from(
         for line in row:
             cells[column(line)].append(line)  # type: ignore[index]
         table.append(cells)
-    below = sorted(lines, key=lambda line: -line.y0)
-    in_rows = {id(line) for row in rows for line in row}
     for number in range(len(table) - 1):
         if not _between_rows(below, table, number, in_rows, column):
             del table[number + 1 :]  # a line across the columns: the table ends above it
@@ -710,9 +711,10 @@ def _last_row_lines(below, table, in_rows: set[int], column) -> float:
 
 
 def _cell_html(cell: list[_Line]) -> str:
-    paragraph = _Paragraph(cell[0].page, cell[0].size, False) if cell else None
-    if paragraph is None:
+    """A cell's lines joined as a paragraph's are (broken words, links going on)."""
+    if not cell:
         return ""
+    paragraph = _Paragraph(cell[0].page, cell[0].size, False)
     for line in cell:
         paragraph.add(line)
     return paragraph.html

@@ -44,6 +44,7 @@ import yaml
 
 from app.kb import dialogflow_agent, rasa_project, watson_skill
 from app.kb.archives import Progress, unpack_zip
+from app.kb.bot_exports import first_variant
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
     LONG_PAGE_WORDS,
@@ -88,7 +89,7 @@ from app.kb.word_documents import NotAWordDocument, docx_page
 from app.kb.workbooks import sheet_records
 from app.vocab import counted
 
-__all__ = ["SourceRow", "READERS", "expand_paths", "read_rows"]
+__all__ = ["SourceRow", "READERS", "bytes_to_read", "expand_paths", "read_rows"]
 
 ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
 QNA_KEYS = ("metadata", "qnaid")
@@ -111,9 +112,15 @@ ALIASES = {
         "questions",
     ),
 }
-# Column names are compared by their letters and digits only, in lower case: "Alternate
-# questions", "alternate_questions" and "alternateQuestions" are one name.
-_ALIAS_KEYS = {re.sub(r"[^a-z0-9]", "", alias): name for alias, name in ALIASES.items()}
+
+
+def _key(name: str) -> str:
+    """A column name as compared: its letters and digits only, in lower case ("Alternate
+    questions", "alternate_questions" and "alternateQuestions" are one name)."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+_ALIAS_KEYS = {_key(alias): name for alias, name in ALIASES.items()}
 # Alternate questions spread over several columns, numbered or not: "Alternate question 1",
 # "alt_question_2", "Paraphrase 3", "Similar question", "Paraphrased questions", "Sample
 # utterances", "Training phrases" (Dialogflow's name), "Utterances" (Lex's and LUIS's),
@@ -184,7 +191,7 @@ def column_names(header: list[str]) -> list[str | None]:
 
     Without a ``title`` or ``question`` column, the lowest numbered question column ("Question
     1") is the title and the others its alternate questions."""
-    keys = [re.sub(r"[^a-z0-9]", "", cell.lower()) for cell in header]
+    keys = [_key(cell) for cell in header]
     names: list[str | None] = [
         _ALIAS_KEYS.get(key) or ("questions" if _ALTERNATE_COLUMN.fullmatch(key) else None)
         for key in keys
@@ -210,10 +217,6 @@ Reader = Callable[[Path, str, Problems, ByteCounter], Iterator[SourceRow]]
 
 
 # ----------------------------------------------------------------------------- CSV, QnA TSV, XLSX
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 _QUESTION_KEYS = frozenset(("question", *_QUESTION_FALLBACKS))
@@ -278,7 +281,7 @@ def _headerless_faq(first: list[str]) -> list[str] | None:
     cells = [cell.strip() for cell in first]
     if not 2 <= len(cells) <= 3 or not all(cells[:2]):
         return None
-    keys = {re.sub(r"[^a-z0-9]", "", cell.lower()) for cell in cells}
+    keys = {_key(cell) for cell in cells}
     if any(name is not None for name in column_names(cells)) or keys & set(TABULAR_KEYS):
         return None
     question, answer = cells[0], cells[1]
@@ -971,8 +974,8 @@ def _botpress_item(
     if not asked or not all(isinstance(q, str) for q in asked):
         problems.add(display, line, f"{label}: has no questions")
         return None
-    answer = next((a for a in said or [] if isinstance(a, str) and a.strip()), None)
-    if answer is None:
+    answer = first_variant(said or [])
+    if not answer:
         problems.warn(
             display, line, f"{label}: no answer in '{language}' (a redirect to a flow?): skipped"
         )
@@ -1472,7 +1475,15 @@ def read_bot(folder: Path, display: str, problems: Problems, on_bytes: ByteCount
         problems.add(display, 1, "holds no bot to read")
         return
     yield from reader(folder, named, problems)
-    on_bytes(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()))
+    on_bytes(bytes_to_read(folder))
+
+
+def bytes_to_read(path: Path) -> int:
+    """What reading ``path`` counts for the progress bar: a file's bytes, or those of the
+    files of a folder read as one (a bot's export)."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
 
 
 def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from app.kb.bot_exports import intent_row, unique_texts
+from app.kb.bot_exports import first_variant, intent_row, unique_texts
 from app.kb.records import SourceRow
 from app.kb.textfiles import Problems
 from app.vocab import counted
@@ -42,9 +42,10 @@ def skill_rows(document: dict, display: str, problems: Problems) -> Iterator[Sou
         if not isinstance(node, dict) or not isinstance(node.get("conditions"), str):
             continue
         found = _CONDITION.fullmatch(node["conditions"])
-        text = _node_text(node.get("output"))
-        if found and text:
-            answers.setdefault(found.group(1), text)
+        if found and found.group(1) not in answers:
+            text = _node_text(node.get("output"))
+            if text:
+                answers[found.group(1)] = text
     unanswered = 0
     for number, intent in enumerate(document["intents"]):
         label = f"intents[{number}]"
@@ -82,17 +83,8 @@ def _node_text(output: object) -> str:
     if isinstance(generic, list):
         for response in generic:
             if isinstance(response, dict) and response.get("response_type") == "text":
-                texts.append(_first(response.get("values"), key="text"))
+                texts.append(first_variant(response.get("values"), key="text"))
     elif output.get("text") is not None:
         older = output["text"]
-        texts.append(_first(older.get("values") if isinstance(older, dict) else older))
+        texts.append(first_variant(older.get("values") if isinstance(older, dict) else older))
     return "\n\n".join(text for text in texts if text)
-
-
-def _first(values: object, key: str | None = None) -> str:
-    items = values if isinstance(values, list) else [values]
-    for item in items:
-        text = item.get(key) if key and isinstance(item, dict) else item
-        if isinstance(text, str) and text.strip():
-            return text.strip()
-    return ""
