@@ -1,9 +1,12 @@
-"""What the readers of bots' exports share (app.kb.dialogflow_agent, app.kb.rasa_project,
-app.kb.watson_skill): finding an export in a folder or a zip by the file and folder it keeps at
-its top, and the article an intent that answers in text becomes."""
+"""What the readers of bots' exports share (app.kb.dialogflow_agent, app.kb.dialogflow_cx,
+app.kb.lex_bot, app.kb.rasa_project, app.kb.watson_skill): finding an export in a folder or a
+zip by the file and folder it keeps at its top, reading its JSON files, and the article an intent
+that answers in text becomes."""
 
 from __future__ import annotations
 
+import json
+import re
 import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -12,6 +15,7 @@ from app.kb.archives import ZIP_ERRORS
 from app.kb.qna import question_key
 from app.kb.records import SourceRow
 from app.kb.slugs import slugify
+from app.kb.textfiles import Problems
 
 
 def export_root(folder: Path, is_export: Callable[[Path], bool]) -> Path | None:
@@ -23,10 +27,11 @@ def export_root(folder: Path, is_export: Callable[[Path], bool]) -> Path | None:
     return inner[0] if len(inner) == 1 else None
 
 
-def zip_holds(path: Path, marker: str, beside: str) -> bool:
+def zip_holds(path: Path, marker: str, beside: str | re.Pattern[str]) -> bool:
     """Whether the archive at ``path`` holds the file ``marker`` at its top or one folder down,
-    with the folder ``beside`` next to it; False for one that cannot be read, whose import
-    says why when it is read as an archive of pages."""
+    with the folder ``beside`` next to it (or a path that ``beside`` matches from there); False
+    for one that cannot be read, whose import says why when it is read as an archive of
+    pages."""
     try:
         with zipfile.ZipFile(path) as archive:
             names = {name.replace("\\", "/") for name in archive.namelist()}
@@ -35,10 +40,29 @@ def zip_holds(path: Path, marker: str, beside: str) -> bool:
     for name in names:
         parts = name.split("/")
         if parts[-1] == marker and len(parts) <= 2:
-            prefix = "/".join([*parts[:-1], beside, ""]).lstrip("/")
-            if any(other.startswith(prefix) for other in names):
+            folder = "/".join([*parts[:-1], ""]).lstrip("/")
+            pattern = (
+                beside if isinstance(beside, re.Pattern) else re.compile(re.escape(beside + "/"))
+            )
+            if any(
+                other.startswith(folder) and pattern.match(other, len(folder)) for other in names
+            ):
                 return True
     return False
+
+
+def json_file(path: Path, named: Callable[[Path], str], problems: Problems) -> object:
+    """The JSON document in the export's file ``path``, or None after saying on its file
+    (``named(path)``) why it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        problems.add(named(path), 1, "missing: an exported bot holds it")
+    except UnicodeDecodeError:
+        problems.add(named(path), 1, "not UTF-8 text")
+    except json.JSONDecodeError as exc:
+        problems.add(named(path), exc.lineno, f"invalid JSON: {exc.msg}")
+    return None
 
 
 def first_variant(variants: object, key: str | None = None) -> str:

@@ -22,11 +22,17 @@ valid JSON, or an intent or phrase of the wrong shape, is an error on its file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from app.kb.bot_exports import export_root, first_variant, intent_row, unique_texts, zip_holds
+from app.kb.bot_exports import (
+    export_root,
+    first_variant,
+    intent_row,
+    json_file,
+    unique_texts,
+    zip_holds,
+)
 from app.kb.records import SourceRow
 from app.kb.textfiles import Problems
 from app.vocab import counted
@@ -61,13 +67,13 @@ def agent_rows(
     """The articles of the agent in ``folder``; ``named(file)`` is how a file is named in
     messages and sources."""
     root = agent_root(folder) or folder
-    agent = _json(root / AGENT_FILE, named, problems)
+    agent = json_file(root / AGENT_FILE, named, problems)
     language = agent.get("language") if isinstance(agent, dict) else None
     language = language if isinstance(language, str) and language else "en"
     skipped = {"fallback": 0, "follow-up": 0}
     intents = sorted(p for p in (root / INTENTS).glob("*.json") if "_usersays_" not in p.name)
     for path in intents:
-        intent = _json(path, named, problems)
+        intent = json_file(path, named, problems)
         if intent is None:
             continue
         display = named(path)
@@ -108,18 +114,6 @@ def agent_rows(
         )
 
 
-def _json(path: Path, named: Callable[[Path], str], problems: Problems) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        problems.add(named(path), 1, "missing: an exported agent holds it")
-    except UnicodeDecodeError:
-        problems.add(named(path), 1, "not UTF-8 text")
-    except json.JSONDecodeError as exc:
-        problems.add(named(path), exc.lineno, f"invalid JSON: {exc.msg}")
-    return None
-
-
 def _text_responses(intent: dict, language: str) -> str | None:
     """The intent's text responses in ``language``, each message's first variant, as
     paragraphs; None when they are not the shape Dialogflow writes."""
@@ -145,7 +139,7 @@ def _phrases(path: Path, named: Callable[[Path], str], problems: Problems) -> li
     file (an intent started by an event has none); None after a problem."""
     if not path.exists():
         return []
-    said = _json(path, named, problems)
+    said = json_file(path, named, problems)
     if said is None:
         return None
     if not isinstance(said, list):

@@ -18,8 +18,8 @@
   they are written as (app.kb.word_documents, app.kb.pdf_documents), and plain text files
   (app.kb.text_documents) when named. A folder is searched recursively for all four but text
   files, and a zip archive is read as the folder it holds (app.kb.archives); a folder or zip
-  holding an exported Dialogflow ES agent or a Rasa project is read as that bot
-  (app.kb.dialogflow_agent, app.kb.rasa_project). An FAQ page, in any of them, gives one
+  holding an exported Dialogflow ES or CX agent, Amazon Lex bot or Rasa project is read as that
+  bot (app.kb.dialogflow_agent, app.kb.dialogflow_cx, app.kb.lex_bot, app.kb.rasa_project). An FAQ page, in any of them, gives one
   article per question, and a manual in sections one per section (app.kb.faq_pages); a page
   that only lists links to other pages, a form to fill in and a Confluence export's table of
   contents give none, with a warning; so does a PDF without text.
@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from app.kb import dialogflow_agent, rasa_project, watson_skill
+from app.kb import dialogflow_agent, dialogflow_cx, lex_bot, rasa_project, watson_skill
 from app.kb.archives import Progress, unpack_zip
 from app.kb.bot_exports import first_variant
 from app.kb.faq_pages import (
@@ -1446,9 +1446,14 @@ BotRows = Callable[[Path, Callable[[Path], str], Problems], Iterator[SourceRow]]
 
 
 def _bot_reader(folder: Path) -> BotRows | None:
-    """How to read a folder that is a bot's export: a Dialogflow ES agent or a Rasa project."""
+    """How to read a folder that is a bot's export: a Dialogflow CX or ES agent, an Amazon Lex
+    bot or a Rasa project (a CX agent has the ES agent's ``agent.json`` and ``intents/`` too)."""
+    if dialogflow_cx.agent_root(folder) is not None:
+        return dialogflow_cx.agent_rows
     if dialogflow_agent.agent_root(folder) is not None:
         return dialogflow_agent.agent_rows
+    if lex_bot.bot_root(folder) is not None:
+        return lex_bot.bot_rows
     if rasa_project.project_root(folder) is not None:
         return rasa_project.project_rows
     return None
@@ -1456,8 +1461,12 @@ def _bot_reader(folder: Path) -> BotRows | None:
 
 def _bot_archive(path: Path) -> Callable[[str, Callable[[], bytes]], bool] | None:
     """Which members to unpack of an archive that is a bot's export, or None for another."""
+    if dialogflow_cx.zip_holds_agent(path):
+        return dialogflow_cx.wanted_member
     if dialogflow_agent.zip_holds_agent(path):
         return dialogflow_agent.wanted_member
+    if lex_bot.zip_holds_bot(path):
+        return lex_bot.wanted_member
     if rasa_project.zip_holds_project(path):
         return rasa_project.wanted_member
     return None
@@ -1465,7 +1474,7 @@ def _bot_archive(path: Path) -> Callable[[str, Callable[[], bytes]], bool] | Non
 
 def read_bot(folder: Path, display: str, problems: Problems, on_bytes: ByteCounter):
     """A bot's exported folder (or the one its archive unpacked to), each file named as
-    ``display`` and its path inside (app.kb.dialogflow_agent, app.kb.rasa_project)."""
+    ``display`` and its path inside (``_bot_reader``)."""
 
     def named(path: Path) -> str:
         return f"{display}/{display_name(path.relative_to(folder))}"
