@@ -44,7 +44,7 @@ import yaml
 
 from app.kb import dialogflow_agent, dialogflow_cx, lex_bot, rasa_project, watson_skill
 from app.kb.archives import Progress, unpack_zip
-from app.kb.bot_exports import first_variant
+from app.kb.bot_exports import first_variant, unique_texts
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
     LONG_PAGE_WORDS,
@@ -68,7 +68,7 @@ from app.kb.html_pages import (
 )
 from app.kb.markdown_dialects import plain_markdown
 from app.kb.pdf_documents import NotAPdf, PdfWithoutText, pdf_page
-from app.kb.qna import apply_metadata, group_questions, question_key
+from app.kb.qna import apply_metadata, group_questions
 from app.kb.qna_file import read_qna_file
 from app.kb.records import SourceRow, split_list
 from app.kb.sanitize import has_text, render_body
@@ -853,11 +853,7 @@ def _qna_item(
     questions, answer = item.get("questions"), item.get("answer")
     if isinstance(questions, list) and all(isinstance(q, str) for q in questions):
         # Each once, case and spacing aside, as when TSV rows are grouped.
-        unique: dict[str, str] = {}
-        for question in questions:
-            unique.setdefault(question_key(question), question)
-        unique.pop("", None)
-        questions = list(unique.values())
+        questions = unique_texts(questions)
         if not questions:
             reasons.append("has no questions")
     elif questions is None:
