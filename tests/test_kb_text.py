@@ -53,6 +53,31 @@ def test_a_text_faq_gives_an_article_per_question(db_url, write_kb_file):
     }
 
 
+def test_headings_in_capitals_or_marked_with_hashes_end_the_answer_above(db_url, write_kb_file):
+    path = write_kb_file(
+        "faq.txt",
+        "# Northwind help\n\nCARDS:\n\nHow do I order a card?\nTap Cards, then Order.\n\n"
+        "Can I pay abroad?\nYes, with Visa.\n\nACCOUNT:\n\nHow do I close it?\nTap Close.\n\n"
+        "## Fees ##\n\nIs it free?\nYes.\n\nUSE ATMS ONLY IN DAYLIGHT.\n",
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (4, [])
+    stored = {a.title: a for a in articles(db_url).values()}
+    # a heading ends the answer above it: neither ACCOUNT: nor Fees is part of an answer
+    assert {title: a.body for title, a in stored.items()} == {
+        "How do I order a card?": "<p>Tap Cards, then Order.</p>",
+        "Can I pay abroad?": "<p>Yes, with Visa.</p>",
+        "How do I close it?": "<p>Tap Close.</p>",
+        # a line in capitals that ends as a sentence does is text, not a heading
+        "Is it free?": "<p>Yes.</p>\n<p>USE ATMS ONLY IN DAYLIGHT.</p>",
+    }
+    assert report.notes == [f"{path}:1: FAQ page: 4 questions read as 4 articles"]
+    # a first line that is a heading titles the page by its text, without its marks
+    single = write_kb_file("note.txt", "# Refund times #\n\nRefunds take five days.\n")
+    run_import(db_url, [single])
+    assert "Refund times" in {a.title for a in articles(db_url).values()}
+
+
 def test_a_text_that_is_no_faq_is_one_article(db_url, write_kb_file):
     titled = write_kb_file(
         "steps.txt",

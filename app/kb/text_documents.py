@@ -12,9 +12,14 @@ gives one article per question (app.kb.faq_pages) and anything else one article:
   paragraph of its own, wholly in bold: the FAQ page rule for question paragraphs then reads
   three or more of them as an FAQ, each answered by what follows it; ``Q:`` and ``A:`` marks are
   read by that rule as they are in any page;
-- a line underlined with ``===`` or ``---`` is a heading; the first paragraph is the title when
-  it is one short line that does not end as a sentence or a question does (at most
-  ``TITLE_MAX_WORDS`` words), else the file's name is;
+- a heading is a line underlined with ``===`` or ``---``, a line starting with Markdown's
+  ``#`` marks (pasted from a Markdown file), or a paragraph of one short line in capitals
+  (``RETURNS AND REFUNDS``, at most ``TITLE_MAX_WORDS`` words, not ending as a sentence or a
+  question does); a heading ends the answer above it, and a long text's headings cut it into
+  sections as a page's do;
+- the first paragraph is the title when it is one short line that does not end as a sentence
+  or a question does (at most ``TITLE_MAX_WORDS`` words), or a heading, else the file's name
+  is;
 - web and e-mail addresses become links.
 
 Each paragraph is written on the line of the page where it starts in the text, so a message's
@@ -32,6 +37,7 @@ from app.kb.faq_pages import QUESTION_PARAGRAPH_MAX_CHARS
 TITLE_MAX_WORDS = 12
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*\u2022\u2023\u25e6]|(\d{1,3}|[a-z])[.)])[ \t]+(?=\S)")
 _UNDERLINE = re.compile(r"[ \t]*(=+|-+)[ \t]*")
+_HASH_HEADING = re.compile(r"[ \t]*(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
 _ADDRESS = re.compile(
     r"\b(?:https?://|mailto:)[^\s<>\"']+[^\s<>\"'.,;:!?)\]]|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"
 )
@@ -49,7 +55,7 @@ def text_page(text: str, name: str) -> str:
     blocks = list(_blocks(text.replace("\r\n", "\n").replace("\r", "\n").split("\n")))
     title = name
     if blocks and _is_title(blocks[0]):
-        title = blocks.pop(0).lines[0].strip()
+        title = _title(blocks.pop(0))
     parts: list[str] = [f"<html><head><title>{escape(title)}</title></head><body>"]
     written = 1  # the page's line being written
     for block in blocks:
@@ -77,21 +83,49 @@ def _blocks(lines: list[str]):
         yield current
 
 
-def _is_title(block: _Block) -> bool:
-    first = block.lines[0].strip()
-    underlined = len(block.lines) == 2 and _UNDERLINE.fullmatch(block.lines[1])
-    return (len(block.lines) == 1 or bool(underlined)) and (
-        len(first.split()) <= TITLE_MAX_WORDS
-        and not first.endswith(_ENDED)
-        and not _LIST_ITEM.match(first)
+def _short_line(text: str) -> bool:
+    """One line short enough for a title or heading, not ending as a sentence or question does
+    and not a list item."""
+    return (
+        0 < len(text.split()) <= TITLE_MAX_WORDS
+        and not text.endswith(_ENDED)
+        and not _LIST_ITEM.match(text)
     )
 
 
-def _block_html(block: _Block) -> str:
+def _heading(block: _Block) -> tuple[int, str] | None:
+    """The level (2 to 6; the title is the page's 1) and text of a block that is a heading."""
     lines = block.lines
     if len(lines) == 2 and _UNDERLINE.fullmatch(lines[1]):
-        level = 2 if lines[1].strip().startswith("=") else 3
-        return f"<h{level}>{_inline(lines[0])}</h{level}>"
+        return (2 if lines[1].strip().startswith("=") else 3), lines[0].strip()
+    if len(lines) != 1:
+        return None
+    marked = _HASH_HEADING.fullmatch(lines[0])
+    if marked and marked.group(2):
+        return min(len(marked.group(1)) + 1, 6), marked.group(2)
+    text = lines[0].strip()
+    if text.upper() == text != text.lower() and _short_line(text.removesuffix(":")):
+        return 2, text.removesuffix(":").strip()
+    return None
+
+
+def _is_title(block: _Block) -> bool:
+    return _heading(block) is not None or (
+        len(block.lines) == 1 and _short_line(block.lines[0].strip())
+    )
+
+
+def _title(block: _Block) -> str:
+    heading = _heading(block)
+    return heading[1] if heading else block.lines[0].strip()
+
+
+def _block_html(block: _Block) -> str:
+    heading = _heading(block)
+    if heading:
+        level, text = heading
+        return f"<h{level}>{_inline(text)}</h{level}>"
+    lines = block.lines
     out: list[str] = []
     first = lines[0].strip()
     if (
