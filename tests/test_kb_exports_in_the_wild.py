@@ -94,6 +94,23 @@ def test_description_is_the_body_where_there_is_no_body_column(db_url, write_kb_
     assert article.body == "By card."
 
 
+def test_help_desk_exports_name_title_and_body_their_own_way(db_url, write_kb_file):
+    # ServiceNow's knowledge list exported as CSV, and a help desk's "subject" and "text"
+    servicenow = write_kb_file(
+        "kb_knowledge.csv",
+        "Number,Short description,Article body,Category\n"
+        'KB0010001,Reset your password,"<p>Use <b>Forgot password</b>.</p>",Accounts\n',
+    )
+    desk = write_kb_file("articles.json", '[{"subject": "Opening hours", "text": "8 to 20."}]')
+    report = run_import(db_url, [servicenow, desk])
+    assert (report.created, report.problems) == (2, [])
+    stored = {a.title: (a.body, a.category) for a in articles(db_url).values()}
+    assert stored == {
+        "Reset your password": ("<p>Use <b>Forgot password</b>.</p>", "Accounts"),
+        "Opening hours": ("8 to 20.", None),
+    }
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [

@@ -238,8 +238,8 @@ def test_derived_duplicate_slugs_across_files_get_a_suffix_and_a_warning(db_url,
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
     [
-        ("cols.csv", "name,text\nA,b\n", "1: missing required column(s) title, body; found "
-         "name, text (a title column may also be named question, Q, query, FAQ or prompt; a "
+        ("cols.csv", "name,notes\nA,b\n", "1: missing required column(s) title, body; found "
+         "name, notes (a title column may also be named question, Q, query, FAQ or prompt; a "
          "body column answer, A, response, reply, content or description)"),
         ("semi.csv", "title;body\nA;b\n", "1: missing required column(s) title, body; found "
          "title;body (is the file separated by something other than ',' ?)".replace(" ?", "?")),

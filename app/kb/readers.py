@@ -136,8 +136,9 @@ _ALTERNATE_COLUMN = re.compile(
 _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # Other help desks' names, read as ours only where the file has no column of that name already
 # (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
-# HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", Zendesk's "html_url" and
-# "label_names", Intercom's "state", and plain "content", "url", "link", "section", "topic".
+# HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", ServiceNow's "Short
+# description"/"Article body", Zendesk's "html_url" and "label_names", Intercom's "state", and
+# plain "subject", "headline", "content", "text", "details", "url", "link", "section", "topic".
 # Plain FAQ data sets name their two columns in many ways ("Questions,Answers", "Q,A",
 # "query,response", "FAQ,Response", a fine-tuning file's "prompt,completion"): a column read as
 # the title under one of these names is a question column, whose rows app.kb.qna groups.
@@ -164,9 +165,22 @@ _ANSWER_FALLBACKS = (
     "completion",
 )
 _FALLBACK_KEYS = {
-    **dict.fromkeys(("articletitle", *_QUESTION_FALLBACKS), "title"),
     **dict.fromkeys(
-        ("articlebody", "articlecontent", "content", "description", *_ANSWER_FALLBACKS), "body"
+        ("articletitle", "shortdescription", "subject", "headline", *_QUESTION_FALLBACKS),
+        "title",
+    ),
+    **dict.fromkeys(
+        (
+            "articlebody",
+            "articlecontent",
+            "articletext",
+            "content",
+            "description",
+            "text",
+            "details",
+            *_ANSWER_FALLBACKS,
+        ),
+        "body",
     ),
     **dict.fromkeys(("keywords", "labels", "labelnames", "tag"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
