@@ -76,7 +76,8 @@ def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
     """Import articles from CSV, TSV and XLSX (QnA), JSON (also Zendesk, Freshdesk, QnA Maker
     and question answering exports), JSONL, Bot Framework .qna, Markdown, HTML, Word (.docx),
     PDF and plain text files, or folders (or .zip archives) of Markdown, HTML, Word and PDF
-    files, or a Dialogflow ES agent's exported .zip or a Rasa project's folder.
+    files, or a bot's export: a Dialogflow ES or CX agent's or an Amazon Lex V2 bot's .zip, a
+    Rasa project's folder, a Watson Assistant skill's or Botpress Q&A .json.
 
     Upserts by slug, all or nothing: any invalid record exits 1 and changes nothing. Warnings
     (a slug given a suffix, a question under two answers) are printed but do not stop it.
