@@ -57,7 +57,7 @@ def test_headings_in_capitals_or_marked_with_hashes_end_the_answer_above(db_url,
     path = write_kb_file(
         "faq.txt",
         "# Northwind help\n\nCARDS:\n\nHow do I order a card?\nTap Cards, then Order.\n\n"
-        "Can I pay abroad?\nYes, with Visa.\n\nACCOUNT:\n\nHow do I close it?\nTap Close.\n\n"
+        "Can I pay abroad?\nYes, with Visa.\n\nPLEASE NOTE:\n\nNot in Narnia.\n\nACCOUNT:\n\nHow do I close it?\nTap Close.\n\n"
         "## Fees ##\n\nIs it free?\nYes.\n\nUSE ATMS ONLY IN DAYLIGHT.\n",
     )
     report = run_import(db_url, [path])
@@ -66,7 +66,8 @@ def test_headings_in_capitals_or_marked_with_hashes_end_the_answer_above(db_url,
     # a heading ends the answer above it: neither ACCOUNT: nor Fees is part of an answer
     assert {title: a.body for title, a in stored.items()} == {
         "How do I order a card?": "<p>Tap Cards, then Order.</p>",
-        "Can I pay abroad?": "<p>Yes, with Visa.</p>",
+        # a label introduces the paragraph below it: both stay in the answer
+        "Can I pay abroad?": "<p>Yes, with Visa.</p>\n<p>PLEASE NOTE:</p>\n<p>Not in Narnia.</p>",
         "How do I close it?": "<p>Tap Close.</p>",
         # a line in capitals that ends as a sentence does is text, not a heading
         "Is it free?": "<p>Yes.</p>\n<p>USE ATMS ONLY IN DAYLIGHT.</p>",

@@ -37,13 +37,11 @@ def zip_holds(path: Path, marker: str, beside: str | re.Pattern[str]) -> bool:
             names = {name.replace("\\", "/") for name in archive.namelist()}
     except ZIP_ERRORS:
         return False
+    pattern = beside if isinstance(beside, re.Pattern) else re.compile(re.escape(beside + "/"))
     for name in names:
         parts = name.split("/")
         if parts[-1] == marker and len(parts) <= 2:
             folder = "/".join([*parts[:-1], ""]).lstrip("/")
-            pattern = (
-                beside if isinstance(beside, re.Pattern) else re.compile(re.escape(beside + "/"))
-            )
             if any(
                 other.startswith(folder) and pattern.match(other, len(folder)) for other in names
             ):

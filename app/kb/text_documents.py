@@ -15,7 +15,8 @@ gives one article per question (app.kb.faq_pages) and anything else one article:
 - a heading is a line underlined with ``===`` or ``---``, a line starting with Markdown's
   ``#`` marks (pasted from a Markdown file), or a paragraph of one short line in capitals
   (``RETURNS AND REFUNDS``, at most ``TITLE_MAX_WORDS`` words, not ending as a sentence or a
-  question does); a heading ends the answer above it, and a long text's headings cut it into
+  question does, and not a label such as ``NOTE`` or ``WARNING:`` that introduces the paragraph
+  below it); a heading ends the answer above it, and a long text's headings cut it into
   sections as a page's do;
 - the first paragraph is the title when it is one short line that does not end as a sentence
   or a question does (at most ``TITLE_MAX_WORDS`` words), or a heading, else the file's name
@@ -38,6 +39,12 @@ TITLE_MAX_WORDS = 12
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*\u2022\u2023\u25e6]|(\d{1,3}|[a-z])[.)])[ \t]+(?=\S)")
 _UNDERLINE = re.compile(r"[ \t]*(=+|-+)[ \t]*")
 _HASH_HEADING = re.compile(r"[ \t]*(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
+# Labels in capitals that introduce the paragraph below them within an answer ("NOTE", then what
+# to note): text, not headings, which would end the answer.
+_LABELS = frozenset(
+    ("note", "notes", "please note", "warning", "important", "tip", "tips", "caution", "attention")
+    + ("hint", "remember", "info", "danger", "example", "examples")
+)
 _ADDRESS = re.compile(
     r"\b(?:https?://|mailto:)[^\s<>\"']+[^\s<>\"'.,;:!?)\]]|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"
 )
@@ -103,9 +110,9 @@ def _heading(block: _Block) -> tuple[int, str] | None:
     marked = _HASH_HEADING.fullmatch(lines[0])
     if marked and marked.group(2):
         return min(len(marked.group(1)) + 1, 6), marked.group(2)
-    text = lines[0].strip()
-    if text.upper() == text != text.lower() and _short_line(text.removesuffix(":")):
-        return 2, text.removesuffix(":").strip()
+    text = lines[0].strip().removesuffix(":").strip()
+    if text.upper() == text != text.lower() and _short_line(text) and text.lower() not in _LABELS:
+        return 2, text
     return None
 
 
