@@ -63,6 +63,23 @@ def json_file(path: Path, named: Callable[[Path], str], problems: Problems) -> o
     return None
 
 
+def json_object(
+    path: Path, named: Callable[[Path], str], problems: Problems, what: str
+) -> dict | None:
+    """The JSON object in ``path`` (``what`` it should be: "an intent"), or None after saying
+    why it cannot be read or is not an object."""
+    document = json_file(path, named, problems)
+    if document is not None and not isinstance(document, dict):
+        problems.add(named(path), 1, f"expected {what} object, found {type(document).__name__}")
+        return None
+    return document
+
+
+def json_member(name: str, head: Callable[[], bytes]) -> bool:
+    """What the archive of a bot exported as JSON files unpacks: its JSON files."""
+    return name.lower().endswith(".json")
+
+
 def first_variant(variants: object, key: str | None = None) -> str:
     """The first text of a response's variants (the bot picks one at random; the others say the
     same in other words): of a list, or one value; ``key`` reads it out of each object."""

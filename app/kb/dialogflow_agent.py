@@ -30,6 +30,7 @@ from app.kb.bot_exports import (
     first_variant,
     intent_row,
     json_file,
+    json_object,
     unique_texts,
     zip_holds,
 )
@@ -56,11 +57,6 @@ def zip_holds_agent(path: Path) -> bool:
     return zip_holds(path, AGENT_FILE, INTENTS)
 
 
-def wanted_member(name: str, head: Callable[[], bytes]) -> bool:
-    """What an exported agent's archive unpacks: its JSON files."""
-    return name.lower().endswith(".json")
-
-
 def agent_rows(
     folder: Path, named: Callable[[Path], str], problems: Problems
 ) -> Iterator[SourceRow]:
@@ -73,13 +69,10 @@ def agent_rows(
     skipped = {"fallback": 0, "follow-up": 0}
     intents = sorted(p for p in (root / INTENTS).glob("*.json") if "_usersays_" not in p.name)
     for path in intents:
-        intent = json_file(path, named, problems)
+        intent = json_object(path, named, problems, "an intent")
         if intent is None:
             continue
         display = named(path)
-        if not isinstance(intent, dict):
-            problems.add(display, 1, f"expected an intent object, found {type(intent).__name__}")
-            continue
         if intent.get("fallbackIntent") is True:
             skipped["fallback"] += 1
             continue

@@ -33,6 +33,7 @@ from app.kb.bot_exports import (
     first_variant,
     intent_row,
     json_file,
+    json_object,
     unique_texts,
     zip_holds,
 )
@@ -63,11 +64,6 @@ def zip_holds_agent(path: Path) -> bool:
     return zip_holds(path, AGENT_FILE, _FLOWS)
 
 
-def wanted_member(name: str, head: Callable[[], bytes]) -> bool:
-    """What an exported agent's archive unpacks: its JSON files."""
-    return name.lower().endswith(".json")
-
-
 def agent_rows(
     folder: Path, named: Callable[[Path], str], problems: Problems
 ) -> Iterator[SourceRow]:
@@ -82,13 +78,8 @@ def agent_rows(
     unanswered = 0
     for folder_of_intent in sorted(p for p in (root / _INTENTS).iterdir() if p.is_dir()):
         path = folder_of_intent / f"{folder_of_intent.name}.json"
-        intent = json_file(path, named, problems)
+        intent = json_object(path, named, problems, "an intent")
         if intent is None:
-            continue
-        if not isinstance(intent, dict):
-            problems.add(
-                named(path), 1, f"expected an intent object, found {type(intent).__name__}"
-            )
             continue
         name = intent.get("displayName")
         name = name if isinstance(name, str) and name else folder_of_intent.name

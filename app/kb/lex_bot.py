@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from app.kb.bot_exports import export_root, intent_row, json_file, unique_texts, zip_holds
+from app.kb.bot_exports import export_root, intent_row, json_object, unique_texts, zip_holds
 from app.kb.records import SourceRow
 from app.kb.textfiles import Problems
 from app.vocab import counted
@@ -65,11 +65,6 @@ def zip_holds_bot(path: Path) -> bool:
     return zip_holds(path, MANIFEST, _BESIDE_MANIFEST)
 
 
-def wanted_member(name: str, head: Callable[[], bytes]) -> bool:
-    """What an exported bot's archive unpacks: its JSON files."""
-    return name.lower().endswith(".json")
-
-
 def _chosen_locale(folders: list[Path]) -> Path:
     by_name = {p.name: p for p in folders}
     english = [p for p in folders if p.name.lower().startswith("en")]
@@ -94,13 +89,10 @@ def bot_rows(folder: Path, named: Callable[[Path], str], problems: Problems) -> 
         )
     skipped = {"built-in intent": 0, "intent that asks for slot values": 0}
     for path in sorted(locale.glob("Intents/*/Intent.json")):
-        intent = json_file(path, named, problems)
+        intent = json_object(path, named, problems, "an intent")
         if intent is None:
             continue
         display = named(path)
-        if not isinstance(intent, dict):
-            problems.add(display, 1, f"expected an intent object, found {type(intent).__name__}")
-            continue
         name = intent.get("name") if isinstance(intent.get("name"), str) else path.parent.name
         if intent.get("parentIntentSignature"):
             skipped["built-in intent"] += 1

@@ -44,7 +44,7 @@ import yaml
 
 from app.kb import dialogflow_agent, dialogflow_cx, lex_bot, rasa_project, watson_skill
 from app.kb.archives import Progress, unpack_zip
-from app.kb.bot_exports import first_variant, unique_texts
+from app.kb.bot_exports import first_variant, json_member, unique_texts
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
     LONG_PAGE_WORDS,
@@ -1471,12 +1471,12 @@ def _bot_reader(folder: Path) -> BotRows | None:
 
 def _bot_archive(path: Path) -> Callable[[str, Callable[[], bytes]], bool] | None:
     """Which members to unpack of an archive that is a bot's export, or None for another."""
-    if dialogflow_cx.zip_holds_agent(path):
-        return dialogflow_cx.wanted_member
-    if dialogflow_agent.zip_holds_agent(path):
-        return dialogflow_agent.wanted_member
-    if lex_bot.zip_holds_bot(path):
-        return lex_bot.wanted_member
+    if (
+        dialogflow_cx.zip_holds_agent(path)
+        or dialogflow_agent.zip_holds_agent(path)
+        or lex_bot.zip_holds_bot(path)
+    ):
+        return json_member
     if rasa_project.zip_holds_project(path):
         return rasa_project.wanted_member
     return None
