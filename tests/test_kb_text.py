@@ -118,6 +118,11 @@ def test_text_files_in_a_folder_are_not_imported(db_url, write_kb_file):
         ("faq.ods", "an OpenDocument spreadsheet", "save it as .xlsx or .csv (File > Save As)"),
         ("faq.odt", "an OpenDocument text", "save it as .docx or .pdf (File > Save As, or Export)"),
         ("faq.rtf", "a rich text document", "save it as .docx or .pdf (File > Save As, or Export)"),
+        (
+            "exported_agent_Help.blob",
+            "a Dialogflow CX agent exported as a blob",
+            "export it again as a JSON package (Agent settings > Export, Format: JSON package)",
+        ),
     ],
 )
 def test_formats_not_read_say_what_to_save_them_as(db_url, write_kb_file, name, what, instead):

@@ -1321,6 +1321,8 @@ _NOT_READ = {
     ".xls": f"an Excel 97-2003 workbook: {_SAVE_AS_XLSX}",
     ".ods": f"an OpenDocument spreadsheet: {_SAVE_AS_XLSX}",
     ".numbers": f"a Numbers spreadsheet: {_SAVE_AS_XLSX}",
+    ".blob": "a Dialogflow CX agent exported as a blob: export it again as a JSON package (Agent "
+    "settings > Export, Format: JSON package) and import that",
 }
 
 
