@@ -52,7 +52,8 @@ HOURS = {
 
 def bot(folder: Path, hours: dict | None = None, locales: tuple[str, ...] = ("en_US",)) -> Path:
     """An exported bot in ``folder``: an FAQ intent, a fulfilled one with a switched-off closing
-    response, the fallback, one asking for a slot and one answered by a Lambda function."""
+    response, the fallback, one asking for a slot, one answered by a Lambda function and one
+    showing a card."""
     (folder / "Help").mkdir(parents=True)
     manifest = {"metadata": {"schemaVersion": "1", "fileFormat": "LexJson", "resourceType": "Bot"}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
@@ -90,6 +91,16 @@ def bot(folder: Path, hours: dict | None = None, locales: tuple[str, ...] = ("en
                 "name": "OrderStatus",
                 "sampleUtterances": _said("where is my order"),
                 "fulfillmentCodeHook": {"enabled": True},
+                "intentClosingSetting": {"closingResponse": _response(_text("Anything else?"))},
+            },
+            "Photos": {
+                "name": "Photos",
+                "sampleUtterances": _said("show me the shop"),
+                "intentClosingSetting": {
+                    "closingResponse": _response(
+                        {"message": {"imageResponseCard": {"title": "Our shop"}}}
+                    )
+                },
             },
         }
         for name, content in files.items():
@@ -118,8 +129,10 @@ def test_an_exported_bot_gives_an_article_per_intent_that_answers_in_text(db_url
         "to a person here; slot answers depend on what the customer says next)"
     ]
     assert report.warnings == [
-        f"{intents}/OrderStatus/Intent.json:1: intent 'OrderStatus' has no text response (a "
-        "Lambda function's or cards only): skipped"
+        f"{intents}/OrderStatus/Intent.json:1: intent 'OrderStatus' is fulfilled by a Lambda "
+        "function, whose reply is the answer: skipped",
+        f"{intents}/Photos/Intent.json:1: intent 'Photos' has no text response (cards only): "
+        "skipped",
     ]
     stored = articles(db_url)
     hours = stored["openinghours"]

@@ -20,8 +20,9 @@ text is one article.
 Left out, with one note saying how many: built-in intents (``AMAZON.FallbackIntent``, Lex's "I
 didn't get that", which tierdesk hands to a person; ``AMAZON.QnAIntent`` and other generated
 answers) and intents that ask for slot values (their answers depend on what the customer says
-next). An intent with no text to say (a Lambda function's, or cards only) is left out with a
-warning naming it. A file that is not valid JSON, or an intent of the wrong shape, is an error
+next). An intent fulfilled by a Lambda function (whose reply is the answer, the intent's own
+texts only framing it) or with no text to say (cards only) is left out with a warning naming
+it. A file that is not valid JSON, or an intent of the wrong shape, is an error
 on its file.
 """
 
@@ -111,14 +112,17 @@ def bot_rows(folder: Path, named: Callable[[Path], str], problems: Problems) -> 
             and isinstance(item.get("utterance"), str)
             and not _SLOT_REFERENCE.search(item["utterance"])
         ]
-        body = _said(intent)
-        if not body:
+        if _object(intent.get("fulfillmentCodeHook")).get("enabled") is True:
             problems.warn(
                 display,
                 1,
-                f"intent {name!r} has no text response (a Lambda function's or cards only): "
+                f"intent {name!r} is fulfilled by a Lambda function, whose reply is the answer: "
                 "skipped",
             )
+            continue
+        body = _said(intent)
+        if not body:
+            problems.warn(display, 1, f"intent {name!r} has no text response (cards only): skipped")
             continue
         yield intent_row(display, name, unique_texts(texts), body)
     left_out = [counted(n, kind) for kind, n in skipped.items() if n]
