@@ -1,7 +1,7 @@
 """An Amazon Lex V2 bot as a source: the zip its console exports (Bots > Actions > Export, in
 the Lex JSON format), or the folder unpacked from it, holding ``manifest.json`` beside
-``<bot>/BotLocales/<locale>/Intents/<intent>/Intent.json`` (an exported bot locale has
-``BotLocales/`` at its top).
+``<bot>/BotLocales/<locale>/Intents/<intent>/Intent.json`` (an exported bot locale holds one
+locale; ``BotLocales/`` is also found right beside the manifest).
 
 A bot built to answer questions is an FAQ with alternate questions: each intent that answers in
 text is one article.
@@ -41,7 +41,7 @@ from app.vocab import counted
 MANIFEST = "manifest.json"
 _LOCALES = "BotLocales"
 # What an exported bot keeps beside its manifest: BotName/BotLocales/..., or BotLocales/...
-# for an exported locale.
+# without the bot's folder.
 _BESIDE_MANIFEST = re.compile(rf"(?:[^/]+/)?{_LOCALES}/[^/]+/")
 _SLOT_REFERENCE = re.compile(r"\{[A-Za-z][\w-]*\}")
 _TAG = re.compile(r"<[^>]*>")
