@@ -5,6 +5,7 @@ real."""
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -153,6 +154,17 @@ def test_an_exported_bot_gives_an_article_per_intent_that_answers_in_text(db_url
         for path in folder.rglob("*"):
             zipped.write(path, Path(folder.name) / path.relative_to(folder))
     assert run_import(db_url, [outer]).unchanged == 2
+
+
+def test_locales_beside_the_manifest_are_read_too(db_url, tmp_path):
+    folder = bot(tmp_path / "Help_DRAFT_en_US_X2_LEX_JSON")
+    (folder / "Help" / "BotLocales").rename(folder / "BotLocales")
+    shutil.rmtree(folder / "Help")
+    report = run_import(db_url, [_zipped(folder, tmp_path / "locale.zip")])
+    assert (report.created, report.problems) == (2, [])
+    assert articles(db_url)["openinghours"].source.endswith(
+        "locale.zip/BotLocales/en_US/Intents/OpeningHours/Intent.json"
+    )
 
 
 def test_one_locale_is_read_and_the_others_named(db_url, tmp_path):
