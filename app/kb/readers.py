@@ -19,10 +19,11 @@
   (app.kb.text_documents) when named. A folder is searched recursively for all four but text
   files, and a zip archive is read as the folder it holds (app.kb.archives); a folder or zip
   holding an exported Dialogflow ES or CX agent, Amazon Lex bot or Rasa project is read as that
-  bot (app.kb.dialogflow_agent, app.kb.dialogflow_cx, app.kb.lex_bot, app.kb.rasa_project). An FAQ page, in any of them, gives one
-  article per question, and a manual in sections one per section (app.kb.faq_pages); a page
-  that only lists links to other pages, a form to fill in and a Confluence export's table of
-  contents give none, with a warning; so does a PDF without text.
+  bot (app.kb.dialogflow_agent, app.kb.dialogflow_cx, app.kb.lex_bot, app.kb.rasa_project). An
+  FAQ page, in any of them, gives one article per question, and a manual in sections one per
+  section (app.kb.faq_pages); a page that only lists links to other pages, a form to fill in
+  and a Confluence export's table of contents give none, with a warning; so does a PDF without
+  text.
 
 The QnA names work in every tabular and JSON format: ``question`` for ``title``, ``answer`` for
 ``body``, plus ``metadata`` and ``qnaid``; so do other names FAQ data sets use (``Q,A``,
