@@ -57,7 +57,8 @@ def test_headings_in_capitals_or_marked_with_hashes_end_the_answer_above(db_url,
     path = write_kb_file(
         "faq.txt",
         "# Northwind help\n\nCARDS:\n\nHow do I order a card?\nTap Cards, then Order.\n\n"
-        "Can I pay abroad?\nYes, with Visa.\n\nPLEASE NOTE:\n\nNot in Narnia.\n\nACCOUNT:\n\nHow do I close it?\nTap Close.\n\n"
+        "Can I pay abroad?\nYes, with Visa.\n\nPLEASE NOTE:\n\nNot in Narnia.\n\n"
+        "ACCOUNT:\n\nHow do I close it?\nTap Close.\n\n"
         "## Fees ##\n\nIs it free?\nYes.\n\nUSE ATMS ONLY IN DAYLIGHT.\n",
     )
     report = run_import(db_url, [path])

@@ -19,8 +19,9 @@ question's intent to its answer, so each intent routed to a text answer is one a
   source is the intent's file.
 
 Intents that no route answers in text (the negative intent, intents whose route calls a webhook,
-whose reply is the answer, or starts a flow asking for parameters) are left out with one note saying how many. A file
-that is not valid JSON, or a phrase of the wrong shape, is an error on its file.
+whose reply is the answer, or starts a flow asking for parameters) are left out with one note
+saying how many. A file that is not valid JSON, or a phrase of the wrong shape, is an error on
+its file.
 """
 
 from __future__ import annotations
