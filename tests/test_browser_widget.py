@@ -103,7 +103,9 @@ def test_the_conversation_survives_a_reload(page, app):
         assert history.text_content() == "first question before the reload"
         assert page.locator(".td-msg--notice").count() == 1
         _ask(page, "second question")
-        page.wait_for_function("document.querySelectorAll('.td-msg--customer').length === 2")
+        # a selector, not a polled string predicate (eval, which the page's CSP refuses)
+        page.wait_for_selector(".td-msg--customer >> nth=1")
+        assert page.locator(".td-msg--customer").count() == 2
     assert page.evaluate("Object.values(localStorage)") == stored
 
 
