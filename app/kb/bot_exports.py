@@ -27,16 +27,30 @@ def export_root(folder: Path, is_export: Callable[[Path], bool]) -> Path | None:
     return inner[0] if len(inner) == 1 else None
 
 
-def zip_holds(path: Path, marker: str, beside: str | re.Pattern[str]) -> bool:
-    """Whether the archive at ``path`` holds the file ``marker`` at its top or one folder down,
-    with the folder ``beside`` next to it (or a path that ``beside`` matches from there); False
-    for one that cannot be read, whose import says why when it is read as an archive of
-    pages."""
+def zip_names(path: Path) -> frozenset[str]:
+    """The member names of the archive at ``path``, with ``/`` between folders; none for one
+    that cannot be read, whose import says why when it is read as an archive of pages."""
     try:
         with zipfile.ZipFile(path) as archive:
-            names = {name.replace("\\", "/") for name in archive.namelist()}
+            return frozenset(name.replace("\\", "/") for name in archive.namelist())
     except ZIP_ERRORS:
-        return False
+        return frozenset()
+
+
+def zip_holds(names: frozenset[str], marker: str, beside: str | re.Pattern[str]) -> bool:
+    """Whether an archive of member ``names`` (``zip_names``) holds the file ``marker`` at its
+    top or one folder down, with the folder ``beside`` next to it (or a path that ``beside``
+    matches from there)."""
+    pattern = beside if isinstance(beside, re.Pattern) else re.compile(re.escape(beside + "/"))
+    for name in names:
+        parts = name.split("/")
+        if parts[-1] == marker and len(parts) <= 2:
+            folder = "/".join([*parts[:-1], ""]).lstrip("/")
+            if any(
+                other.startswith(folder) and pattern.match(other, len(folder)) for other in names
+            ):
+                return True
+    return False
     pattern = beside if isinstance(beside, re.Pattern) else re.compile(re.escape(beside + "/"))
     for name in names:
         parts = name.split("/")

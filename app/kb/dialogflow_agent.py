@@ -51,10 +51,10 @@ def agent_root(folder: Path) -> Path | None:
     return export_root(folder, is_agent_folder)
 
 
-def zip_holds_agent(path: Path) -> bool:
-    """Whether the archive at ``path`` is an exported agent (``agent.json`` at its top or one
+def zip_holds_agent(names: frozenset[str]) -> bool:
+    """Whether an archive of member ``names`` is an exported agent (``agent.json`` at its top or one
     folder down, beside ``intents/``)."""
-    return zip_holds(path, AGENT_FILE, INTENTS)
+    return zip_holds(names, AGENT_FILE, INTENTS)
 
 
 def agent_rows(

@@ -60,10 +60,10 @@ def bot_root(folder: Path) -> Path | None:
     return export_root(folder, is_bot_folder)
 
 
-def zip_holds_bot(path: Path) -> bool:
-    """Whether the archive at ``path`` is an exported Lex bot (``manifest.json`` at its top or
+def zip_holds_bot(names: frozenset[str]) -> bool:
+    """Whether an archive of member ``names`` is an exported Lex bot (``manifest.json`` at its top or
     one folder down, beside a bot's ``BotLocales/``)."""
-    return zip_holds(path, MANIFEST, _BESIDE_MANIFEST)
+    return zip_holds(names, MANIFEST, _BESIDE_MANIFEST)
 
 
 def _chosen_locale(folders: list[Path]) -> Path:

@@ -59,10 +59,10 @@ def project_root(folder: Path) -> Path | None:
     return export_root(folder, is_project_folder)
 
 
-def zip_holds_project(path: Path) -> bool:
-    """Whether the archive at ``path`` holds a Rasa project (``domain.yml`` at its top or one
+def zip_holds_project(names: frozenset[str]) -> bool:
+    """Whether an archive of member ``names`` holds a Rasa project (``domain.yml`` at its top or one
     folder down, beside ``data/``)."""
-    return zip_holds(path, _DOMAIN, _DATA)
+    return zip_holds(names, _DOMAIN, _DATA)
 
 
 def wanted_member(name: str, head: Callable[[], bytes]) -> bool:

@@ -45,7 +45,7 @@ import yaml
 
 from app.kb import dialogflow_agent, dialogflow_cx, lex_bot, rasa_project, watson_skill
 from app.kb.archives import Progress, unpack_zip
-from app.kb.bot_exports import first_variant, json_member, unique_texts
+from app.kb.bot_exports import first_variant, json_member, unique_texts, zip_names
 from app.kb.faq_pages import (
     LONG_DOCUMENT_WORDS,
     LONG_PAGE_WORDS,
@@ -1473,14 +1473,16 @@ def _bot_reader(folder: Path) -> BotRows | None:
 
 
 def _bot_archive(path: Path) -> Callable[[str, Callable[[], bytes]], bool] | None:
-    """Which members to unpack of an archive that is a bot's export, or None for another."""
+    """Which members to unpack of an archive that is a bot's export, or None for another (its
+    member names read once for all the kinds)."""
+    names = zip_names(path)
     if (
-        dialogflow_cx.zip_holds_agent(path)
-        or dialogflow_agent.zip_holds_agent(path)
-        or lex_bot.zip_holds_bot(path)
+        dialogflow_cx.zip_holds_agent(names)
+        or dialogflow_agent.zip_holds_agent(names)
+        or lex_bot.zip_holds_bot(names)
     ):
         return json_member
-    if rasa_project.zip_holds_project(path):
+    if rasa_project.zip_holds_project(names):
         return rasa_project.wanted_member
     return None
 
