@@ -786,7 +786,13 @@ def test_question_headings_split_a_page(db_url, write_kb_file):
     path = write_kb_file("faq.html", page(HEADINGS_PAGE))
     report = run_import(db_url, [path])
     assert (report.created, report.problems, report.warnings) == (3, [], [])
-    assert report.notes == [faq_note(path, 3)]
+    # The introduction and what "Contact us" heads are in no answer: a note says what and where.
+    welcome, call = line_of(path, "<p>Welcome!"), line_of(path, "<p>Call 0800")
+    assert report.notes == [
+        faq_note(path, 3),
+        f"{path}:{welcome}: FAQ page: 10 words of text outside any question left out "
+        f"(lines {welcome} and {call})",
+    ]
     stored = articles(db_url)
     assert sorted(stored) == [
         "how-do-i-close-my-account",
@@ -809,6 +815,26 @@ def test_question_headings_split_a_page(db_url, write_kb_file):
     everything = " ".join(a.body + a.body_html for a in stored.values())
     for gone in ("Welcome", "Call 0800", "Contact us", "track", "Cookie", "menu"):
         assert gone not in everything, gone
+
+
+def test_text_outside_the_answers_of_many_topics_is_noted_once(db_url, write_kb_file):
+    """Each topic's introduction is text in no answer: one note counts its words and names
+    the first five lines, then how many more."""
+    topics = ["Cards", "Transfers", "Savings", "Loans", "Travel", "Fees", "Security"]
+    main = "".join(
+        f"<h2>{topic}</h2>\n<p>All about {topic.lower()}.</p>\n<h3>Is {topic.lower()} free?</h3>"
+        f"\n<p>Yes.</p>\n"
+        for topic in topics
+    )
+    path = write_kb_file("faq.html", f"<html><head><title>FAQ</title></head><body>\n{main}")
+    report = run_import(db_url, [path])
+    assert report.created == 7
+    lines = [line_of(path, f"<p>All about {topic.lower()}.") for topic in topics]
+    assert report.notes == [
+        faq_note(path, 7),
+        f"{path}:{lines[0]}: FAQ page: 21 words of text outside any question left out "
+        f"(lines {', '.join(map(str, lines[:5]))} and 2 more)",
+    ]
 
 
 def test_a_page_mostly_of_topic_headings_is_not_split_at_its_few_questions(db_url, write_kb_file):
@@ -857,9 +883,12 @@ def test_broken_json_ld_falls_back_to_the_question_headings(db_url, write_kb_fil
     path = write_kb_file("faq.html", page(HEADINGS_PAGE, head=broken))
     report = run_import(db_url, [path])
     line = line_of(path, ' "mainEntity": [}')
+    welcome, call = line_of(path, "<p>Welcome!"), line_of(path, "<p>Call 0800")
     assert report.notes == [
         f"{path}:{line}: ignoring FAQPage JSON-LD, not valid JSON: Expecting value (column 17)",
         faq_note(path, 3),
+        f"{path}:{welcome}: FAQ page: 10 words of text outside any question left out "
+        f"(lines {welcome} and {call})",
     ]
     assert report.created == 3 and "where-can-i-use-it" in articles(db_url)
 
@@ -904,7 +933,9 @@ def test_details_accordions_are_one_article_each(db_url, write_kb_file):
 <details><summary>Is it contactless?</summary><p>Yes.</p><p>Up to 50 EUR.</p></details>"""
     path = write_kb_file("faq.html", page(content))
     report = run_import(db_url, [path])
-    assert (report.created, report.problems, report.notes) == (3, [], [faq_note(path, 3)])
+    tap = line_of(path, "<p>Tap a question.")
+    left_out = f"{path}:{tap}: FAQ page: 3 words of text outside any question left out (line {tap})"
+    assert (report.created, report.problems, report.notes) == (3, [], [faq_note(path, 3), left_out])
     stored = articles(db_url)
     assert sorted(stored) == ["delivery", "i-lost-my-card", "is-it-contactless"]
     lost = stored["i-lost-my-card"]
@@ -943,7 +974,12 @@ def test_definition_list_of_questions(db_url, write_kb_file):
 </dl>"""
     path = write_kb_file("faq.html", page(content))
     report = run_import(db_url, [path])
-    assert report.notes == [f"{path}:1: FAQ page: 4 questions read as 3 articles"]
+    glossary = line_of(path, "<dt>Glossary")  # a term that is not a question, and its text
+    assert report.notes == [
+        f"{path}:1: FAQ page: 4 questions read as 3 articles",
+        f"{path}:{glossary}: FAQ page: 7 words of text outside any question left out "
+        f"(line {glossary})",
+    ]
     stored = articles(db_url)
     assert sorted(stored) == ["can-i-call-you", "do-you-have-branches", "when-are-you-open"]
     hours = stored["when-are-you-open"]
@@ -973,7 +1009,11 @@ def test_questions_written_as_bold_or_marked_paragraphs(db_url, write_kb_file):
 <p>We do. <strong>Why would you pay?</strong> You should not.</p>"""
     path = write_kb_file("faq.html", page(content))
     report = run_import(db_url, [path])
-    assert report.notes == [faq_note(path, 4)]
+    intro = line_of(path, "<p>Answers to")
+    assert report.notes == [
+        faq_note(path, 4),
+        f"{path}:{intro}: FAQ page: 6 words of text outside any question left out (line {intro})",
+    ]
     stored = articles(db_url)
     assert {a.title: a.body for a in stored.values()} == {
         "Do you ship abroad?": "<p>Yes, to 30 countries.</p>",
@@ -1075,7 +1115,10 @@ def test_markdown_questions_in_bold_or_marked_lines(db_url, write_kb_file):
         "A: Within 30 days,\n**which we pay for?**\n\nSee **our policy?** first.\n",
     )
     report = run_import(db_url, [path])
-    assert report.notes == [faq_note(path, 3)]
+    assert report.notes == [
+        faq_note(path, 3),
+        f"{path}:3: FAQ page: 3 words of text outside any question left out (line 3)",
+    ]
     assert {a.title: a.body.strip() for a in articles(db_url).values()} == {
         "Do you ship abroad?": "Yes, to 30 countries.",
         "How much is delivery?": "Free over 50 EUR.\n\n```\nmd\n\n**Not a question in code?**\n```",
@@ -1137,6 +1180,8 @@ def test_markdown_faq_gives_one_article_per_question(db_url, write_kb_file):
     assert report.notes == [
         f"{path}:1: ignoring front matter slug: each question is an article",
         faq_note(path, 3),
+        # the page's introduction and the text under a topic heading (the lines of the file)
+        f"{path}:8: FAQ page: 10 words of text outside any question left out (lines 8 and 26)",
     ]
     stored = articles(db_url)
     assert sorted(stored) == ["can-i-choose-the-pin", "how-do-i-order-a-card", "is-the-card-free"]
@@ -1242,7 +1287,12 @@ def test_cli_notes_a_split_page_and_reimports_it_unchanged(runner, db_url, write
     path = write_kb_file("faq.html", page(HEADINGS_PAGE))
     result = runner.invoke(main, ["kb", "import", str(path)])
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == [f"note: {faq_note(path, 3)}"]
+    welcome, call = line_of(path, "<p>Welcome!"), line_of(path, "<p>Call 0800")
+    assert result.stderr.splitlines() == [
+        f"note: {faq_note(path, 3)}",
+        f"note: {path}:{welcome}: FAQ page: 10 words of text outside any question left out "
+        f"(lines {welcome} and {call})",
+    ]
     assert result.stdout.strip() == "3 created, 0 updated, 0 unchanged, 0 unpublished, 0 rejected"
     again = runner.invoke(main, ["kb", "import", str(path)])
     assert again.stdout.strip() == "0 created, 0 updated, 3 unchanged, 0 unpublished, 0 rejected"

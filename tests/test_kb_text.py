@@ -35,7 +35,11 @@ def test_a_text_faq_gives_an_article_per_question(db_url, write_kb_file):
     path = write_kb_file("faq.txt", FAQ)
     report = run_import(db_url, [path])
     assert (report.created, report.problems) == (3, [])
-    assert report.notes == [f"{path}:1: FAQ page: 3 questions read as 3 articles"]
+    # The steps under a heading that is not a question are in no answer: the note says so.
+    assert report.notes == [
+        f"{path}:1: FAQ page: 3 questions read as 3 articles",
+        f"{path}:21: FAQ page: 4 words of text outside any question left out (line 21)",
+    ]
     rel = 'rel="noopener noreferrer nofollow"'
     bodies = {a.title: a.body for a in articles(db_url).values()}
     assert bodies == {

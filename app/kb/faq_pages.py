@@ -40,6 +40,10 @@ from the question. A question's mark ("Q:", "Q3.") is taken off its title, and t
 ("A:") off its answer. An answer without text is an error on the question's line (the element's
 start tag; for JSON-LD the line of its ``name``, else of the script). A page none of the rules
 apply to is one article, as before.
+
+Text no article holds (before the first question, under a topic heading, a ``<dt>`` that is
+not a question, outside the accordions) is left out with one note per page: how many words,
+and the line where each run of it starts (``left_out_runs``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from app.kb.html_pages import (
     PAGE_SKIP,
@@ -146,9 +151,11 @@ def _rows(
     problems: Problems,
     split: str = "FAQ page",
     unit: str = "question",
+    left_out: list[tuple[int, int]] | None = None,
 ) -> list[SourceRow]:
     """One row per item, with the page's ``common`` fields; a note says the page was split
-    (``split``: as what; ``unit``: what each item's title and alternates are)."""
+    (``split``: as what; ``unit``: what each item's title and alternates are), another what
+    text no item holds (``left_out``: its runs, as ``left_out_runs`` counts them)."""
     rows = []
     for item in items:
         if item.empty:
@@ -167,7 +174,43 @@ def _rows(
         rows.append(SourceRow(display, item.line, fields, label=item.label))
     found = counted(sum(1 + len(item.alternates) for item in items), unit)
     problems.note(display, 1, f"{split}: {found} read as {counted(len(rows), 'article')}")
+    if left_out:
+        words = counted(sum(count for _, count in left_out), "word")
+        lines = _listed([str(line) for line, _ in left_out])
+        where = f"line {lines}" if len(left_out) == 1 else f"lines {lines}"
+        problems.note(
+            display,
+            left_out[0][0],
+            f"{split}: {words} of text outside any {unit} left out ({where})",
+        )
     return rows
+
+
+LISTED_LINES = 5  # a note names the first few lines of what it is about, then counts the rest
+
+
+def _listed(lines: list[str]) -> str:
+    """``lines`` as "3, 9 and 14", the first ``LISTED_LINES`` of them and then how many more."""
+    if len(lines) > LISTED_LINES:
+        lines = lines[:LISTED_LINES] + [f"{len(lines) - LISTED_LINES} more"]
+    return lines[0] if len(lines) == 1 else f"{', '.join(lines[:-1])} and {lines[-1]}"
+
+
+def _words(text: str) -> int:
+    """How many words ``text`` has (runs of non-space holding a letter or digit)."""
+    return sum(1 for word in text.split() if any(c.isalnum() for c in word))
+
+
+def left_out_runs(runs: Iterable[Iterable[tuple[int, str]]]) -> list[tuple[int, int]]:
+    """(line, words) of each run of text that has words: where its first words are, how many
+    it has. A run is (line, text) pieces in the page's order."""
+    counted_runs = []
+    for run in runs:
+        found = [(line, _words(text)) for line, text in run]
+        words = [(line, count) for line, count in found if count]
+        if words:
+            counted_runs.append((words[0][0], sum(count for _, count in words)))
+    return counted_runs
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -180,17 +223,28 @@ def html_faq_rows(
     page (see the module docstring); ``address`` is where the page was published, against
     which the JSON-LD answers' relative links resolve (the page's own already are)."""
     items = _json_ld_items(text, root, display, problems, address)
+    left_out: list[tuple[int, int]] = []
     if items is None:
         content = page_content(root)
-        items = (
+        found = (
             _heading_items(content)
             or _details_items(content)
             or _definition_items(content)
             or _paragraph_items(content)
         )
+        if found is not None:
+            items, left_out = found
     if not items:
         return None
-    return _rows(items, page_meta_fields(root), display, display, problems)
+    return _rows(items, page_meta_fields(root), display, display, problems, left_out=left_out)
+
+
+class _Found(NamedTuple):
+    """What a rule found on a page: the items, and the runs of text none of them holds as
+    ``left_out_runs`` counts them."""
+
+    items: list[FaqItem]
+    left_out: list[tuple[int, int]]
 
 
 # A long document (a Word manual) in sections: one article per section.
@@ -232,12 +286,22 @@ def section_rows(
             if starts:
                 sections.append((heading, answers[heading]))
     lead = Node("#answer")
-    _Splitter(content, answers, lead).visit(content)
+    splitter = _Splitter(content, answers, lead)
+    splitter.visit(content)
     items = [_html_item(h.text(), answer, h.line, _anchor(h)) for h, answer in sections]
     opening = _html_item(title, lead, 1, None)
     kept = ([] if opening.empty else [opening]) + [item for item in items if not item.empty]
     common = page_meta_fields(root)
-    return _rows(kept, common, display, display, problems, "document in sections", "section")
+    return _rows(
+        kept,
+        common,
+        display,
+        display,
+        problems,
+        "document in sections",
+        "section",
+        left_out_runs(splitter.left_out),
+    )
 
 
 def _section_level(counts: Counter[int], words: int) -> int | None:
@@ -289,7 +353,35 @@ def _anchor(node: Node) -> str | None:
     return found
 
 
-def _heading_items(content: Node) -> list[FaqItem] | None:
+def _strings(
+    item: Node | str, line: int, kept: frozenset[Node] | set[Node] = frozenset()
+) -> Iterator[tuple[int, str] | None]:
+    """(line, text) of each string in ``item`` in document order, with the line of the element
+    holding it (``line`` for ``item``'s own); None for each element of ``kept``, which is not
+    looked inside, nor are headings and what is never content."""
+    stack: list[tuple[Node | str, int]] = [(item, line)]
+    while stack:
+        item, line = stack.pop()
+        if isinstance(item, str):
+            yield line, item
+        elif item in kept:
+            yield None
+        elif item.tag not in _HEADINGS and item.tag not in PAGE_SKIP:
+            stack.extend((child, item.line) for child in reversed(item.children))
+
+
+def _outside(content: Node, kept: set[Node]) -> list[tuple[int, int]]:
+    """The runs of text in ``content`` outside the elements of ``kept`` (see ``_Found``)."""
+    runs: list[list[tuple[int, str]]] = [[]]
+    for piece in _strings(content, content.line, kept):
+        if piece is None:
+            runs.append([])
+        else:
+            runs[-1].append(piece)
+    return left_out_runs(runs)
+
+
+def _heading_items(content: Node) -> _Found | None:
     """Rule 2: question headings."""
     headings = [node for node in _elements(content) if node.tag in _HEADINGS]
     level = _question_level(((_HEADINGS[h.tag], h.text()) for h in headings), HTML_LEVELS)
@@ -304,14 +396,18 @@ def _heading_items(content: Node) -> list[FaqItem] | None:
         answers[heading] = None if question is None else Node("#answer")
         if question is not None:
             questions.append((heading, question, answers[heading]))
-    _Splitter(content, answers).visit(content)
-    return [_html_item(q, answer, h.line, _anchor(h)) for h, q, answer in questions]
+    splitter = _Splitter(content, answers)
+    splitter.visit(content)
+    items = [_html_item(q, answer, h.line, _anchor(h)) for h, q, answer in questions]
+    return _Found(items, left_out_runs(splitter.left_out))
 
 
 class _Splitter:
     """Copies what follows each heading of ``answers`` (up to the next) into its answer, or
-    drops it (None). An element holding one of the headings is copied in part: a shallow copy
-    in each answer it contributes to, made when its first content is."""
+    drops it (None), keeping its text in ``left_out``, a run for each such heading and one for
+    what precedes the first (when there is no ``lead``). An element holding one of the headings
+    is copied in part: a shallow copy in each answer it contributes to, made when its first
+    content is."""
 
     def __init__(
         self, content: Node, answers: dict[Node, Node | None], lead: Node | None = None
@@ -321,12 +417,15 @@ class _Splitter:
         self.answer: Node | None = lead  # what precedes the first heading goes here
         self.path: list[Node] = []  # the holders around the current position
         self.copies: list[Node] = []  # their copies in the current answer, outermost first
+        self.left_out: list[list[tuple[int, str]]] = [[]]
 
     def visit(self, node: Node) -> None:
         for child in node.children:
             if isinstance(child, Node) and child in self.answers:
                 self.answer = self.answers[child]
                 self.copies = []
+                if self.answer is None:
+                    self.left_out.append([])
             elif isinstance(child, Node) and child in self.holders:
                 self.path.append(child)
                 self.visit(child)
@@ -334,6 +433,8 @@ class _Splitter:
                 del self.copies[len(self.path) :]
             elif self.answer is not None:
                 self._add(child)
+            else:
+                self.left_out[-1].extend(p for p in _strings(child, node.line) if p is not None)
 
     def _add(self, item: Node | str) -> None:
         assert self.answer is not None
@@ -361,7 +462,7 @@ def _holders(content: Node, targets: Iterable[Node]) -> set[Node]:
     return holders
 
 
-def _details_items(content: Node) -> list[FaqItem] | None:
+def _details_items(content: Node) -> _Found | None:
     """Rule 3: ``<details>`` accordions."""
     found: list[tuple[Node, Node]] = []  # (details, summary)
     for node in _elements(content, leaves=frozenset({"details"})):
@@ -376,10 +477,10 @@ def _details_items(content: Node) -> list[FaqItem] | None:
         answer = Node("#answer", children=[c for c in details.children if c is not summary])
         title = _question(summary.text()) or summary.text()
         items.append(_html_item(title, answer, summary.line, _own_id(details) or _anchor(summary)))
-    return items
+    return _Found(items, _outside(content, {details for details, _ in found}))
 
 
-def _definition_items(content: Node) -> list[FaqItem] | None:
+def _definition_items(content: Node) -> _Found | None:
     """Rule 3: ``<dl>`` lists of questions."""
     groups: list[tuple[list[Node], list[Node]]] = []  # (<dt>s in a row, the <dd>s after them)
     for dl in _elements(content, leaves=frozenset({"dl"})):
@@ -397,19 +498,21 @@ def _definition_items(content: Node) -> list[FaqItem] | None:
     if sum(1 for terms, _ in groups for dt in terms if _question(dt.text())) < MIN_QUESTIONS:
         return None
     items = []
+    kept: set[Node] = set()
     for terms, definitions in groups:
         asked = [(dt, q) for dt in terms if (q := _question(dt.text())) is not None]
         if not asked:
             continue
+        kept.update(terms + definitions)
         # Each <dd> in a container of its own, so that two never share a paragraph.
         answer = Node("#answer", children=[Node("div", children=dd.children) for dd in definitions])
         first, title = asked[0]
         alternates = [q for _, q in asked[1:]]
         items.append(_html_item(title, answer, first.line, _anchor(first), alternates=alternates))
-    return items
+    return _Found(items, _outside(content, kept))
 
 
-def _paragraph_items(content: Node) -> list[FaqItem] | None:
+def _paragraph_items(content: Node) -> _Found | None:
     """Rule 4: question paragraphs."""
     elements = list(_elements(content, leaves=frozenset({"p"})))
     asked = [(p, q) for p in elements if p.tag == "p" and (q := _paragraph_question(p))]
@@ -418,8 +521,10 @@ def _paragraph_items(content: Node) -> list[FaqItem] | None:
         return None
     answers: dict[Node, Node | None] = {node: None for node in elements if node.tag in _HEADINGS}
     answers.update((p, Node("#answer")) for p, _ in asked)
-    _Splitter(content, answers).visit(content)
-    return [_html_item(q, answers[p], p.line, _anchor(p)) for p, q in asked]
+    splitter = _Splitter(content, answers)
+    splitter.visit(content)
+    items = [_html_item(q, answers[p], p.line, _anchor(p)) for p, q in asked]
+    return _Found(items, left_out_runs(splitter.left_out))
 
 
 def _paragraph_question(paragraph: Node) -> str | None:
@@ -606,28 +711,38 @@ def markdown_faq_rows(
     headings = list(_markdown_headings(lines))
     level = _question_level(((lvl, text) for _, lvl, text, _ in headings), MARKDOWN_LEVELS)
     if level is None:
-        items = _markdown_paragraph_items(lines, headings, first_line)
-        if items is None:
+        found = _markdown_paragraph_items(lines, headings, first_line)
+        if found is None:
             return None
+        items, kept = found
     else:
-        items = [
-            replace(item, title=question)
-            for lvl, item in _markdown_sections(lines, headings, level, first_line)
-            if lvl == level and (question := _question(item.title)) is not None
-        ]
-    return _markdown_rows(items, fields, display, problems)
+        items, kept = [], set()
+        for lvl, item, span in _markdown_sections(lines, headings, level, first_line):
+            if lvl == level and (question := _question(item.title)) is not None:
+                items.append(replace(item, title=question))
+                kept.update(span)
+    runs: list[list[tuple[int, str]]] = [[]]
+    starts = {index for index, *_ in headings}
+    for index, line in enumerate(lines):  # what no question holds, a run after each heading
+        if index in kept or index in starts:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append((first_line + index, line))
+    return _markdown_rows(items, fields, display, problems, left_out=left_out_runs(runs))
 
 
 def _markdown_sections(
     lines: list[str], headings: list[tuple[int, int, str, str | None]], level: int, first_line: int
-) -> Iterator[tuple[int, FaqItem]]:
-    """(level, item) for each heading at ``level`` or above: its text, the lines up to the next
-    such heading, its line in the file (``first_line`` is the first of ``lines``) and its id."""
+) -> Iterator[tuple[int, FaqItem, range]]:
+    """(level, item, span) for each heading at ``level`` or above: its text, the lines up to
+    the next such heading, its line in the file (``first_line`` is the first of ``lines``) and
+    its id; ``span``: the indexes of its lines in ``lines``, the heading's first."""
     bounds = [h for h in headings if h[1] <= level]
     ends = [index for index, *_ in bounds[1:]] + [len(lines)]
     for (index, lvl, text, anchor), end in zip(bounds, ends, strict=True):
         answer = "\n".join(lines[index + 1 : end]).strip()
-        yield lvl, FaqItem(text, answer, first_line + index, not answer, anchor)
+        yield lvl, FaqItem(text, answer, first_line + index, not answer, anchor), range(index, end)
 
 
 def _markdown_rows(
@@ -637,8 +752,10 @@ def _markdown_rows(
     problems: Problems,
     split: str = "FAQ page",
     unit: str = "question",
+    left_out: list[tuple[int, int]] | None = None,
 ) -> list[SourceRow]:
-    """The rows of a Markdown page's items, with the page's category, tags and state."""
+    """The rows of a Markdown page's items, with the page's category, tags and state (the
+    other arguments as ``_rows`` takes them)."""
     ignored = [key for key in ONE_ARTICLE_KEYS if key in fields]
     if ignored:
         keys = ", ".join(ignored)
@@ -646,7 +763,7 @@ def _markdown_rows(
     common = {k: fields[k] for k in ("category", "tags", "published") if k in fields}
     source = fields.get("source")
     source = source if isinstance(source, str) else display
-    return _rows(items, common, source, display, problems, split, unit)
+    return _rows(items, common, source, display, problems, split, unit, left_out)
 
 
 def markdown_section_rows(
@@ -667,7 +784,7 @@ def markdown_section_rows(
         return None
     opening = "\n".join(lines[: next(h[0] for h in headings if h[1] <= level)]).strip()
     items = [FaqItem(title, opening, first_line, not opening, None)]
-    items += [item for _, item in _markdown_sections(lines, headings, level, first_line)]
+    items += [item for _, item, _ in _markdown_sections(lines, headings, level, first_line)]
     kept = [item for item in items if not item.empty]
     return _markdown_rows(kept, fields, display, problems, "document in sections", "section")
 
@@ -731,10 +848,11 @@ def heading_id(text: str, seen: Counter[str]) -> str | None:
 
 def _markdown_paragraph_items(
     lines: list[str], headings: list[tuple[int, int, str, str | None]], first_line: int
-) -> list[FaqItem] | None:
+) -> tuple[list[FaqItem], set[int]] | None:
     """Rule 4 in Markdown: question paragraphs (``**Do you ship abroad?**`` or ``Q: Do you
     ship abroad?`` on a line that starts a paragraph), at least 3 and no fewer than the
-    headings below ``#``; each is answered by the lines up to the next one or a heading."""
+    headings below ``#``; each is answered by the lines up to the next one or a heading. With
+    the items, the indexes of the lines they hold."""
     ends = {index for index, *_ in headings}
     asked = []
     for index in _outside_code(lines):
@@ -745,12 +863,13 @@ def _markdown_paragraph_items(
     if len(asked) < max(MIN_QUESTIONS, sum(1 for _, level, *_ in headings if level > 1)):
         return None
     bounds = sorted(ends | {index for index, _ in asked}) + [len(lines)]
-    items = []
+    items, kept = [], set()
     for index, question in asked:
         end = next(bound for bound in bounds if bound > index)
         answer = "\n".join(lines[index + 1 : end]).strip()
         items.append(FaqItem(question, answer, first_line + index, not answer, None))
-    return items
+        kept.update(range(index, end))
+    return items, kept
 
 
 _MARKDOWN_BOLD = re.compile(r"(\*\*|__)(.+?)\1")
