@@ -160,15 +160,15 @@ def _validate_files(
             unit_scale=True,
         ),
     )
-    sizes = [(path, bytes_to_read(path)) for path, _ in files]
-    total = sum(size for _, size in sizes)
-    pdf_bytes = sum(size for path, size in sizes if path.suffix.lower() == ".pdf")
+    sizes = {path: bytes_to_read(path) for path, _ in files}
+    total = sum(sizes.values())
+    pdf_bytes = sum(size for path, size in sizes.items() if path.suffix.lower() == ".pdf")
     checked: list[_Checked] = []
     explicit: dict[str, str] = {}  # slug given in the files -> where
     origins: dict[str, str] = {}  # a record's id in its export -> where it was first read
     slow = total >= PROGRESS_MIN_BYTES or pdf_bytes >= PROGRESS_MIN_PDF_BYTES
     with _bar(total, progress and slow, desc="reading", unit="B", unit_scale=True) as bar:
-        for row in read_rows(files, problems, bar.update):
+        for row in read_rows(files, problems, bar.update, sizes):
             if row.origin is not None:  # overlapping pages of an export list a record twice
                 first = origins.setdefault(row.origin, f"{row.file}:{row.line}")
                 if first != f"{row.file}:{row.line}":

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -1487,7 +1487,7 @@ def _bot_archive(path: Path) -> Callable[[str, Callable[[], bytes]], bool] | Non
     return None
 
 
-def read_bot(folder: Path, display: str, problems: Problems, on_bytes: ByteCounter):
+def read_bot(folder: Path, display: str, problems: Problems) -> Iterator[SourceRow]:
     """A bot's exported folder (or the one its archive unpacked to), each file named as
     ``display`` and its path inside (``_bot_reader``)."""
 
@@ -1499,7 +1499,6 @@ def read_bot(folder: Path, display: str, problems: Problems, on_bytes: ByteCount
         problems.add(display, 1, "holds no bot to read")
         return
     yield from reader(folder, named, problems)
-    on_bytes(bytes_to_read(folder))
 
 
 def bytes_to_read(path: Path) -> int:
@@ -1510,11 +1509,23 @@ def bytes_to_read(path: Path) -> int:
     return path.stat().st_size
 
 
-def read_rows(files: list[tuple[Path, str]], problems: Problems, on_bytes: ByteCounter):
+def read_rows(
+    files: list[tuple[Path, str]],
+    problems: Problems,
+    on_bytes: ByteCounter,
+    sizes: Mapping[Path, int] | None = None,
+) -> Iterator[SourceRow]:
+    """The rows of ``files`` (as ``expand_paths`` gives them), each file's bytes counted by
+    ``on_bytes`` as it is read; a folder (a bot's export) counts its ``sizes`` entry, or its
+    files' bytes, once read."""
     for path, display in files:
         try:
+            if path.is_dir():
+                yield from group_questions(read_bot(path, display, problems), problems)
+                on_bytes(sizes[path] if sizes and path in sizes else bytes_to_read(path))
+                continue
             # a file of another extension got here as an HTML page (``_is_html_page``)
-            reader = read_bot if path.is_dir() else READERS.get(path.suffix.lower(), read_html_page)
+            reader = READERS.get(path.suffix.lower(), read_html_page)
             rows = reader(path, display, problems, on_bytes)
             yield from group_questions(rows, problems)
         except OSError as exc:
