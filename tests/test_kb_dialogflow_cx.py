@@ -158,3 +158,56 @@ def test_a_broken_file_is_named(db_url, tmp_path):
         f"{hours}/faq.hours.json:2: invalid JSON: Expecting property name enclosed in double "
         "quotes",
     ]
+
+
+def test_conditional_responses_give_the_case_without_a_condition(db_url, tmp_path):
+    """A route whose answer depends on a parameter answers, when no condition holds, with its
+    case that has none: that is the article's text, nested conditions read the same way."""
+
+    def case(*texts: str, condition: str | None = None, more: dict | None = None) -> dict:
+        content = [{"message": m} for m in _messages(*texts)["messages"]]
+        if more is not None:
+            content.append({"additionalCases": more})
+        return (
+            {"condition": condition, "caseContent": content}
+            if condition
+            else {"caseContent": content}
+        )
+
+    folder = agent(tmp_path / "Help")
+    _write(
+        folder / "intents" / "faq.delivery" / "faq.delivery.json", {"displayName": "faq.delivery"}
+    )
+    _write(
+        folder / "intents" / "faq.delivery" / "trainingPhrases" / "en.json",
+        _phrases("How long does delivery take?"),
+    )
+    express = {
+        "cases": [
+            case("Express takes a day.", condition="$session.params.express = true"),
+            case("Ask for express at checkout."),
+        ]
+    }
+    fulfillment = {
+        **_messages("Delivery times:"),
+        "conditionalCases": [
+            {
+                "cases": [
+                    case("Two days in Germany.", condition='$session.params.country = "DE"'),
+                    case("Five working days.", more=express),
+                ]
+            }
+        ],
+    }
+    _write(
+        folder / "flows" / "Delivery" / "Delivery.json",
+        {
+            "displayName": "Delivery",
+            "transitionRoutes": [{"intent": "faq.delivery", "triggerFulfillment": fulfillment}],
+        },
+    )
+    report = run_import(db_url, [folder])
+    assert (report.created, report.problems) == (3, [])
+    assert articles(db_url)["faq-delivery"].body == (
+        "Delivery times:\n\nFive working days.\n\nAsk for express at checkout."
+    )

@@ -13,8 +13,9 @@ question's intent to its answer, so each intent routed to a text answer is one a
   name.
 - The body is what the route says in that language, then what its target page says on entry:
   each text message its first variant (the agent picks one at random; the others say the same
-  in other words), as paragraphs. The first route of an intent found is read: the start flow's
-  own routes first, then its pages', then the other flows' in order of their names.
+  in other words), as paragraphs; of its conditional responses, the case without a condition
+  (what it says when none holds) is read. The first route of an intent found is read: the start
+  flow's own routes first, then its pages', then the other flows' in order of their names.
 - The slug comes from the intent's name, which the agent keeps when phrases change, and the
   source is the intent's file.
 
@@ -141,17 +142,44 @@ def _route_answers(
 
 
 def _texts(fulfillment: object, language: str) -> list[str]:
-    """A fulfilment's text messages in ``language``, each its first variant."""
-    messages = fulfillment.get("messages") if isinstance(fulfillment, dict) else None
-    texts = []
-    for message in messages if isinstance(messages, list) else ():
-        if not isinstance(message, dict) or message.get("languageCode", language) != language:
-            continue
-        text = message.get("text")
-        variant = first_variant(text.get("text")) if isinstance(text, dict) else ""
-        if variant:
-            texts.append(variant)
+    """A fulfilment's text messages in ``language``, each its first variant, then those of its
+    conditional responses' unconditional case (what answers when no condition holds)."""
+    if not isinstance(fulfillment, dict):
+        return []
+    messages = fulfillment.get("messages")
+    texts = [
+        text
+        for message in (messages if isinstance(messages, list) else ())
+        if (text := _message_text(message, language))
+    ]
+    groups = fulfillment.get("conditionalCases")
+    for group in groups if isinstance(groups, list) else ():
+        cases = group.get("cases") if isinstance(group, dict) else None
+        otherwise = next(
+            (
+                case
+                for case in (cases if isinstance(cases, list) else ())
+                if isinstance(case, dict) and not case.get("condition")
+            ),
+            None,
+        )
+        contents = otherwise.get("caseContent") if otherwise else None
+        for content in contents if isinstance(contents, list) else ():
+            if not isinstance(content, dict):
+                continue
+            if "additionalCases" in content:  # conditions inside the case
+                texts += _texts({"conditionalCases": [content["additionalCases"]]}, language)
+            elif text := _message_text(content.get("message"), language):
+                texts.append(text)
     return texts
+
+
+def _message_text(message: object, language: str) -> str:
+    """A response message's first text variant when it is a text in ``language``, else ""."""
+    if not isinstance(message, dict) or message.get("languageCode", language) != language:
+        return ""
+    text = message.get("text")
+    return first_variant(text.get("text")) if isinstance(text, dict) else ""
 
 
 def _phrases(path: Path, named: Callable[[Path], str], problems: Problems) -> list[str] | None:
