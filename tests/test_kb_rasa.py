@@ -75,7 +75,7 @@ def test_a_rasa_project_gives_an_article_per_intent_with_a_response(db_url, tmp_
     assert (report.created, report.problems, report.warnings) == (3, [], [])
     assert report.notes == [
         f"{archive}/bot/data:1: Rasa project: 1 intent without a response of its name "
-        "(utter_<intent>) left out: stories and actions answer them"
+        "(utter_<intent>) or a rule answering it in text left out: stories and actions answer them"
     ]
     stored = {slug: (a.title, a.questions, a.body) for slug, a in articles(db_url).items()}
     assert stored == {
@@ -107,3 +107,79 @@ def test_yaml_that_cannot_be_read_is_named_on_its_line(db_url, tmp_path):
         f"{folder}/data/nlu.yml:6: invalid YAML: expected ',' or ']', but got '<stream end>' "
         "(column 1)"
     ]
+
+
+RULES = """version: "3.1"
+rules:
+- rule: Say 'I am a bot' anytime the user challenges
+  steps:
+  - intent: bot_challenge
+  - action: utter_iamabot
+  - action: utter_how_can_i_help
+- rule: only once a form has run
+  condition:
+  - active_loop: null
+  steps:
+  - intent: affirm
+  - action: utter_iamabot
+- rule: a custom action answers
+  steps:
+  - intent: deny
+  - action: utter_how_can_i_help
+  - action: action_log_complaint
+- rule: only when a conversation starts
+  conversation_start: true
+  steps:
+  - intent: greet
+  - action: utter_iamabot
+- rule: only for one entity
+  steps:
+  - intent: greet
+    entities:
+    - city: Berlin
+  - action: utter_iamabot
+- rule: a later rule for the same intent
+  steps:
+  - intent: bot_challenge
+  - action: utter_how_can_i_help
+"""
+BOT_RESPONSES = """version: "3.1"
+nlu:
+- intent: bot_challenge
+  examples: |
+    - are you a bot?
+    - am I talking to a human?
+- intent: deny
+  examples: |
+    - no
+responses:
+  utter_iamabot:
+  - text: I am a bot, powered by Rasa.
+  utter_how_can_i_help:
+  - text: How can I help you?
+"""
+
+
+def test_a_rule_that_always_applies_answers_its_intent(db_url, tmp_path):
+    """As ``rasa init`` writes it: ``bot_challenge`` answered by ``utter_iamabot`` in a rule.
+    Rules that depend on a condition or an entity, or end in a custom action, answer nothing."""
+    folder = project(tmp_path / "bot")
+    (folder / "data" / "rules.yml").write_text(RULES, encoding="utf-8")
+    (folder / "data" / "bot.yml").write_text(BOT_RESPONSES, encoding="utf-8")
+    report = run_import(db_url, [folder])
+    assert report.problems == []
+    assert report.notes == [
+        f"{folder}/data:1: Rasa project: 2 intents without a response of its name "
+        "(utter_<intent>) or a rule answering it in text left out: stories and actions answer them"
+    ]
+    stored = {slug: (a.title, a.questions, a.body) for slug, a in articles(db_url).items()}
+    # each response the rule gives is a paragraph; affirm and deny stay out
+    assert stored["bot-challenge"] == (
+        "are you a bot?",
+        ["am I talking to a human?"],
+        "I am a bot, powered by Rasa.\n\nHow can I help you?",
+    )
+    assert articles(db_url)["bot-challenge"].body_html.count("<p>") == 2
+    assert sorted(stored) == ["bot-challenge", "faq-lost-card", "faq-opening-hours", "greet"]
+    # neither its rule for a conversation's start nor its rule for an entity is its answer
+    assert stored["greet"][2] == "Hello! How can I help?"

@@ -2,20 +2,23 @@
 ``domain/`` folder) and its training data under ``data/``.
 
 A Rasa assistant's FAQ is written as retrieval intents: ``faq/opening_hours`` in the NLU data,
-with its examples, answered by the response ``utter_faq/opening_hours``; other intents are
-answered, by the usual convention of its rules, by ``utter_<intent>``. Each intent that has such
-a response with text is one article:
+with its examples, answered by the response ``utter_faq/opening_hours``. Other intents are
+answered by what a rule answers them with, when the rule always applies (no ``condition``, not
+only at a conversation's start) and its steps are the intent, with no entities, then responses
+only (``utter_`` actions: ``bot_challenge`` answered by ``utter_iamabot``); else, by the usual
+convention, by ``utter_<intent>``. Each intent so answered in text is one article:
 
 - the title is its first example and the others are its alternate questions, each once, with
   entity annotations read as their text (``[Berlin](city)``, ``[NYC]{"entity": "city"}``);
 - the body is the response's first text variant (Rasa picks one at random), in the responses
-  of the domain or of the training data;
+  of the domain or of the training data, a paragraph for each response a rule gives;
 - the slug comes from the intent's name (``faq/opening_hours`` gives ``faq-opening-hours``),
   and the source is the file of the intent's examples.
 
-Intents without a response of their own name (``affirm``, ``deny``, answered by stories and
-actions) are left out with one note saying how many. YAML that cannot be read is an error on
-its line; stories, rules, slots, forms and actions are not read.
+Intents answered neither way (``affirm``, ``deny``, answered by stories, by rules that depend
+on the conversation, by custom actions) are left out with one note saying how many. YAML that
+cannot be read is an error on its line; stories, slots, forms and actions are not read, nor
+are rules other than those above.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def project_rows(
     """The articles of the Rasa project in ``folder``; ``named(file)`` names a file."""
     root = project_root(folder) or folder
     responses: dict[str, str] = {}
+    answers: dict[str, list[str]] = {}  # intent -> the responses a rule answers it with
     examples: dict[str, tuple[Path, list[str]]] = {}
     data = sorted(p for p in (root / _DATA).rglob("*") if p.suffix in _YAML_SUFFIXES)
     for path in [*_domain_files(root), *data]:
@@ -83,10 +87,12 @@ def project_rows(
         if not isinstance(document, dict):
             continue
         _read_responses(document.get("responses"), responses)
+        _read_rules(document.get("rules"), answers)
         _read_nlu(document.get("nlu"), path, examples, named, problems)
     unanswered = 0
     for intent, (path, texts) in examples.items():
-        body = responses.get(f"utter_{intent}")
+        names = answers.get(intent) or [f"utter_{intent}"]
+        body = "\n\n".join(responses[name] for name in names if name in responses)
         if not body:
             unanswered += 1
             continue
@@ -96,7 +102,8 @@ def project_rows(
             named(root / _DATA),
             1,
             f"Rasa project: {counted(unanswered, 'intent')} without a response of its name "
-            "(utter_<intent>) left out: stories and actions answer them",
+            "(utter_<intent>) or a rule answering it in text left out: stories and actions "
+            "answer them",
         )
 
 
@@ -123,6 +130,29 @@ def _read_responses(section: object, responses: dict[str, str]) -> None:
             if isinstance(text, str) and text.strip():
                 responses.setdefault(name, text.strip())
                 break
+
+
+def _read_rules(section: object, answers: dict[str, list[str]]) -> None:
+    """The responses each intent is answered with by a rule that always applies: no
+    ``condition``, not ``conversation_start``, its steps an intent without entities and then
+    ``utter_`` actions only. The first such rule of an intent counts."""
+    if not isinstance(section, list):
+        return
+    for rule in section:
+        if not isinstance(rule, dict) or rule.get("condition") or rule.get("conversation_start"):
+            continue
+        steps = rule.get("steps")
+        if not isinstance(steps, list) or len(steps) < 2:
+            continue
+        first, *rest = steps
+        intent = first.get("intent") if isinstance(first, dict) and len(first) == 1 else None
+        actions = [step.get("action") for step in rest if isinstance(step, dict) and len(step) == 1]
+        if (
+            isinstance(intent, str)
+            and len(actions) == len(rest)
+            and all(isinstance(a, str) and a.startswith("utter_") for a in actions)
+        ):
+            answers.setdefault(intent, actions)
 
 
 def _read_nlu(
