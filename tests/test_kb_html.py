@@ -930,11 +930,15 @@ def test_details_accordions_are_one_article_each(db_url, write_kb_file):
 <details><summary>And if I find it?</summary>Unfreeze it.</details></details>
 <details><summary><strong>Delivery</strong></summary>Cards arrive in 5 days.<script>x()</script>
 </details>
-<details><summary>Is it contactless?</summary><p>Yes.</p><p>Up to 50 EUR.</p></details>"""
+<details><summary>Is it contactless?</summary><p>Yes.</p><p>Up to 50 EUR.</p></details>
+<p>Still stuck? Write to us.</p>"""
     path = write_kb_file("faq.html", page(content))
     report = run_import(db_url, [path])
-    tap = line_of(path, "<p>Tap a question.")
-    left_out = f"{path}:{tap}: FAQ page: 3 words of text outside any question left out (line {tap})"
+    tap, stuck = line_of(path, "<p>Tap a question."), line_of(path, "<p>Still stuck?")
+    left_out = (
+        f"{path}:{tap}: FAQ page: 8 words of text outside any question left out "
+        f"(lines {tap} and {stuck})"
+    )
     assert (report.created, report.problems, report.notes) == (3, [], [faq_note(path, 3), left_out])
     stored = articles(db_url)
     assert sorted(stored) == ["delivery", "i-lost-my-card", "is-it-contactless"]
