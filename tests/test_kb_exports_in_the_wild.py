@@ -111,6 +111,28 @@ def test_help_desk_exports_name_title_and_body_their_own_way(db_url, write_kb_fi
     }
 
 
+def test_a_salesforce_knowledge_export(db_url, write_kb_file):
+    """Salesforce Knowledge articles as Data Loader exports them: the answer in a custom field
+    (``ANSWER__C``), the state in ``PUBLISHSTATUS`` (Online, Draft, Archived)."""
+    path = write_kb_file(
+        "knowledge__kav.csv",
+        '"ID","TITLE","URLNAME","SUMMARY","ANSWER__C","PUBLISHSTATUS","LANGUAGE"\n'
+        '"ka01","How do I reset my password?","Reset-Password","Reset it.",'
+        '"<p>Open <b>Sign in</b>.</p>","Online","en_US"\n'
+        '"ka02","Which cards do you accept?","Cards","Visa.","<p>Visa.</p>","Draft","en_US"\n'
+        '"ka03","Can I change my plan?","Plan","Yes.","<p>Yes.</p>","Archived","en_US"\n',
+    )
+    report = run_import(db_url, [path])
+    assert (report.created, report.problems) == (3, [])
+    assert report.notes == [f"{path}:1: ignoring unknown column(s) ID, URLNAME, SUMMARY, LANGUAGE"]
+    stored = {a.title: (a.body, a.published) for a in articles(db_url).values()}
+    assert stored == {
+        "How do I reset my password?": ("<p>Open <b>Sign in</b>.</p>", True),
+        "Which cards do you accept?": ("<p>Visa.</p>", False),
+        "Can I change my plan?": ("<p>Yes.</p>", False),
+    }
+
+
 @pytest.mark.parametrize(
     ("name", "content"),
     [

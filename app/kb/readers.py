@@ -117,8 +117,9 @@ ALIASES = {
 
 def _key(name: str) -> str:
     """A column name as compared: its letters and digits only, in lower case ("Alternate
-    questions", "alternate_questions" and "alternateQuestions" are one name)."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+    questions", "alternate_questions" and "alternateQuestions" are one name), without the
+    suffix Salesforce gives a custom field (``Answer__c`` is ``answer``)."""
+    return re.sub(r"[^a-z0-9]", "", name.strip().lower().removesuffix("__c"))
 
 
 _ALIAS_KEYS = {_key(alias): name for alias, name in ALIASES.items()}
@@ -138,8 +139,9 @@ _NUMBERED_QUESTION = re.compile(r"question(\d+)")
 # Other help desks' names, read as ours only where the file has no column of that name already
 # (a file with both ``source`` and ``url`` keeps ``source`` and ignores ``url`` with a note):
 # HubSpot's "Article title"/"Article body"/"Keywords"/"Article URL", ServiceNow's "Short
-# description"/"Article body", Zendesk's "html_url" and "label_names", Intercom's "state", and
-# plain "subject", "headline", "content", "text", "details", "url", "link", "section", "topic".
+# description"/"Article body", Zendesk's "html_url" and "label_names", Intercom's "state",
+# Salesforce Knowledge's "PublishStatus", and plain "subject", "headline", "content", "text",
+# "details", "url", "link", "section", "topic".
 # Plain FAQ data sets name their two columns in many ways ("Questions,Answers", "Q,A",
 # "query,response", "FAQ,Response", a fine-tuning file's "prompt,completion"): a column read as
 # the title under one of these names is a question column, whose rows app.kb.qna groups.
@@ -186,7 +188,7 @@ _FALLBACK_KEYS = {
     **dict.fromkeys(("keywords", "labels", "labelnames", "tag"), "tags"),
     **dict.fromkeys(("url", "link", "articleurl", "htmlurl", "sourceuri"), "source"),
     **dict.fromkeys(("section", "topic"), "category"),
-    **dict.fromkeys(("state", "articlestate"), "status"),  # Intercom's article state
+    **dict.fromkeys(("state", "articlestate", "publishstatus"), "status"),
 }
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 SKIPPED_NAMES = {"readme.md", "readme.markdown", "readme.mdx"}

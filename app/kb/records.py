@@ -33,7 +33,7 @@ MAX_QUESTIONS = 1_000  # a shipped chit-chat export lists up to 400 questions un
 RENDER_VERSION = 3
 
 LIST_SEPARATOR = "|"
-_TRUE = {"1", "true", "yes", "y", "on", "published", "live", "public", "active"}
+_TRUE = {"1", "true", "yes", "y", "on", "published", "live", "online", "public", "active"}
 # help desks' article states (a ``status`` column) included
 _FALSE = {"0", "false", "no", "n", "off", "draft", "unpublished", "notpublished", "not published",
           "archived", "hidden", "private", "inactive"}  # fmt: skip
