@@ -138,3 +138,11 @@ class Verdict(StrEnum):
 def counted(count: int, word: str) -> str:
     """``count`` and ``word``, plural unless the count is one: "1 article", "3 articles"."""
     return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def listed(items: list[str], most: int = 5) -> str:
+    """``items`` as "a, b and c", the first ``most`` of them and then how many more: "a, b, c,
+    d, e and 2 more"."""
+    if len(items) > most:
+        items = [*items[:most], f"{len(items) - most} more"]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

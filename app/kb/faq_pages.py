@@ -67,7 +67,7 @@ from app.kb.html_pages import (
 )
 from app.kb.records import SourceRow
 from app.kb.textfiles import Problems
-from app.vocab import counted
+from app.vocab import counted, listed
 
 MIN_QUESTIONS = 3
 # A question paragraph longer than this is a paragraph that asks something, not a question.
@@ -176,7 +176,7 @@ def _rows(
     problems.note(display, 1, f"{split}: {found} read as {counted(len(rows), 'article')}")
     if left_out:
         words = counted(sum(count for _, count in left_out), "word")
-        lines = _listed([str(line) for line, _ in left_out])
+        lines = listed([str(line) for line, _ in left_out])
         where = f"line {lines}" if len(left_out) == 1 else f"lines {lines}"
         problems.note(
             display,
@@ -184,16 +184,6 @@ def _rows(
             f"{split}: {words} of text outside any {unit} left out ({where})",
         )
     return rows
-
-
-LISTED_LINES = 5  # a note names the first few lines of what it is about, then counts the rest
-
-
-def _listed(lines: list[str]) -> str:
-    """``lines`` as "3, 9 and 14", the first ``LISTED_LINES`` of them and then how many more."""
-    if len(lines) > LISTED_LINES:
-        lines = lines[:LISTED_LINES] + [f"{len(lines) - LISTED_LINES} more"]
-    return lines[0] if len(lines) == 1 else f"{', '.join(lines[:-1])} and {lines[-1]}"
 
 
 def _words(text: str) -> int:
