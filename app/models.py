@@ -62,6 +62,8 @@ class Article(Base):
     category: Mapped[str | None] = mapped_column(String(200), index=True)
     tags: Mapped[list] = mapped_column(JSON, default=list)
     questions: Mapped[list] = mapped_column(JSON, default=list)  # alternate questions
+    # Those of ``questions`` that reviewers taught: an import of the article keeps them.
+    taught_questions: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")
     source: Mapped[str | None] = mapped_column(String(500))
     version: Mapped[int] = mapped_column(Integer, default=1)
     published: Mapped[bool] = mapped_column(Boolean, default=True, index=True)

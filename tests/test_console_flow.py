@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fixtures_kb import run_import
 from fixtures_review import SAMPLE_TRACE, item_row
 from markupsafe import escape
 from sqlalchemy import select
@@ -247,6 +248,53 @@ def test_teach_alternate_question_bumps_versions(app, console, escalate_message,
         assert get_revision(session, KB_REVISION) == revision + 1
 
 
+def test_a_taught_question_outlives_imports_of_its_article(
+    app, console, escalate_message, kb, tmp_path
+):
+    """The content owner imports the article again, from a file without the question a reviewer
+    taught: the article keeps it, whether the file changed the article or not."""
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    item_id = escalate_message("where's my plastic")
+    console.post(
+        f"/console/items/{item_id}/teach",
+        data={"kind": "question", "text": "Where's   my plastic", "slug": "card-arrival"},
+    )
+    source = tmp_path / "kb.csv"
+
+    def stored() -> tuple[list[str], list[str], str]:
+        with _db(app) as session:
+            article = session.scalar(select(Article).where(Article.slug == "card-arrival"))
+            return article.questions, article.taught_questions, article.body
+
+    # The article as it was before the reviewer taught it: nothing to change.
+    source.write_text(
+        "slug,title,body,category,questions\n"
+        "card-arrival,Where is my new card?,Cards arrive in **5** days.,card_arrival,card not here\n"
+    )
+    assert run_import(url, [source]).unchanged == 1
+    source.write_text(
+        "slug,title,body,questions\n"
+        'card-arrival,Where is my new card?,Cards arrive in 4 days.,"card not here|card late"\n'
+    )
+    assert run_import(url, [source]).updated == 1
+    assert stored() == (
+        ["card not here", "card late", "Where's my plastic"],
+        ["Where's my plastic"],
+        "Cards arrive in 4 days.",
+    )
+    assert run_import(url, [source]).unchanged == 1  # nothing changed since
+    # The file lists it now, in its own case: once, where the file has it; or as the title.
+    source.write_text(
+        "slug,title,body,questions\n"
+        "card-arrival,Where is my new card?,Cards arrive in 4 days.,WHERE'S MY PLASTIC\n"
+    )
+    assert run_import(url, [source]).updated == 1
+    assert stored()[0] == ["WHERE'S MY PLASTIC"]
+    source.write_text("slug,title,body\ncard-arrival,where's my plastic,Cards arrive in 4 days.\n")
+    run_import(url, [source])
+    assert stored()[0] == []
+
+
 def test_teach_new_article(app, console, escalate_message, kb):
     item_id = escalate_message("can I freeze my card from the app?")
     console.post(
@@ -271,6 +319,29 @@ def test_teach_new_article(app, console, escalate_message, kb):
     )
     assert response.status_code == 400  # refused politely: the slug exists
     assert "exists" in response.get_data(as_text=True)
+
+
+def test_an_article_a_reviewer_wrote_outlives_an_import_replacing_the_kb(
+    app, console, escalate_message, kb, tmp_path
+):
+    """``kb import --replace`` unpublishes the imported articles its files no longer hold, not
+    what reviewers wrote, and says so."""
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    item_id = escalate_message("can I freeze my card from the app?")
+    data = {"kind": "article", "text": "can I freeze my card?", "title": "Freezing your card"}
+    console.post(f"/console/items/{item_id}/teach", data={**data, "body": "Tap *Freeze*."})
+    source = tmp_path / "kb.csv"
+    source.write_text("title,body\nHow do I pay?,By card.\n")
+    report = run_import(url, [source], replace=True)
+    assert (report.created, report.unpublished) == (1, 1)
+    assert report.changes == [("create", "how-do-i-pay"), ("unpublish", "card-arrival")]
+    assert report.notes == [
+        "1 article written in the reviewer console stays published (freezing-your-card): "
+        "--replace unpublishes imported articles only"
+    ]
+    with _db(app) as session:
+        published = session.scalars(select(Article.slug).where(Article.published)).all()
+    assert sorted(published) == ["freezing-your-card", "how-do-i-pay"]
 
 
 def test_a_refused_teach_form_comes_back_as_typed_and_nothing_is_stored(

@@ -40,6 +40,7 @@ from app.kb.records import (
 )
 from app.kb.slugs import slugify, unique_slug
 from app.kb.store import (
+    CONSOLE_SOURCE,
     ExistingArticle,
     change_of,
     find_existing,
@@ -47,11 +48,12 @@ from app.kb.store import (
     refresh_statistics,
     unpublish_articles,
     update_articles,
+    with_taught,
 )
 from app.kb.textfiles import Problems
 from app.models import Article, SystemState
 from app.state import KB_REVISION, bump_revision
-from app.vocab import counted
+from app.vocab import counted, listed
 
 # Progress bars appear when the input is at least this large (small imports stay quiet).
 PROGRESS_MIN_BYTES = 1024 * 1024
@@ -353,9 +355,17 @@ def _warn_shared_questions(checked: list[_Checked], problems: Problems) -> None:
                 )
 
 
-def _published_slugs_absent(session: Session, keep: dict[str, PreparedArticle]):
-    rows = session.execute(select(Article.slug, Article.id).where(Article.published.is_(True)))
-    return sorted((slug, id_) for slug, id_ in rows if slug not in keep)
+def _published_absent(
+    session: Session, keep: dict[str, PreparedArticle]
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """The published articles an import replacing the knowledge base does not hold: (slug, id)
+    of those it unpublishes, and the slugs of those reviewers wrote, which it keeps."""
+    rows = session.execute(
+        select(Article.slug, Article.id, Article.source).where(Article.published.is_(True))
+    )
+    absent = sorted((slug, id_, source) for slug, id_, source in rows if slug not in keep)
+    kept = [slug for slug, _, source in absent if source == CONSOLE_SOURCE]
+    return [(slug, id_) for slug, id_, source in absent if source != CONSOLE_SOURCE], kept
 
 
 def import_paths(
@@ -411,6 +421,7 @@ def _plan(
     creates: list[PreparedArticle] = []
     updates: list[tuple[PreparedArticle, ExistingArticle]] = []
     for slug, article in prepared.items():
+        article = with_taught(article, existing.get(slug))
         change = change_of(article, existing.get(slug))
         if change == "created":
             creates.append(article)
@@ -420,7 +431,13 @@ def _plan(
             report.unchanged += 1
         if change != "unchanged":
             report.changes.append((change[:-1], slug))  # "create" / "update"
-    absent = _published_slugs_absent(session, prepared) if replace else []
+    absent, written = _published_absent(session, prepared) if replace else ([], [])
+    if written:
+        report.notes.append(
+            f"{counted(len(written), 'article')} written in the reviewer console "
+            f"{'stays' if len(written) == 1 else 'stay'} published ({listed(written)}): "
+            "--replace unpublishes imported articles only"
+        )
     report.changes.extend(("unpublish", slug) for slug, _ in absent)
     report.created, report.updated, report.unpublished = len(creates), len(updates), len(absent)
     return creates, updates, absent

@@ -3,19 +3,33 @@
 Every write goes through ``prepare_record`` so both paths store identical values. Bulk writes
 look existing articles up by slug in chunks and insert or update with executemany, so a
 100,000-article import makes a few hundred statements, not 100,000.
+
+The alternate questions reviewers teach an article (``add_taught_question``) are kept apart as
+well as among its questions, so that a new version of the article from its source keeps them
+(``with_taught``), and the articles they write have ``CONSOLE_SOURCE`` as their source, so that
+an import replacing the knowledge base leaves them be: what people teach is not undone by the
+next import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
-from app.kb.records import ArticleRecord, InvalidArticle, PreparedArticle, prepare_record
+from app.kb.qna import question_key
+from app.kb.records import (
+    MAX_QUESTIONS,
+    ArticleRecord,
+    InvalidArticle,
+    PreparedArticle,
+    content_hash,
+    prepare_record,
+)
 from app.kb.sanitize import render_body
 from app.models import Article, utcnow
 
@@ -27,12 +41,16 @@ __all__ = [
     "upsert_article",
     "find_existing",
     "change_of",
+    "with_taught",
+    "add_taught_question",
+    "CONSOLE_SOURCE",
     "insert_articles",
     "update_articles",
     "unpublish_articles",
 ]
 
 UpsertResult = Literal["created", "updated", "unchanged"]
+CONSOLE_SOURCE = "reviewer console"  # the source of the articles reviewers write
 LOOKUP_CHUNK = 500  # slugs per IN (...) query: far below every backend's parameter limit
 WRITE_CHUNK = 1000  # rows per executemany, bounding memory for rendered HTML
 
@@ -43,6 +61,7 @@ class ExistingArticle:
     content_hash: str
     published: bool
     version: int
+    taught: tuple[str, ...] = ()  # the alternate questions reviewers taught it
 
 
 def chunked(items: Sequence, size: int) -> Iterator[Sequence]:
@@ -52,11 +71,48 @@ def chunked(items: Sequence, size: int) -> Iterator[Sequence]:
 
 def find_existing(session: Session, slugs: Sequence[str]) -> dict[str, ExistingArticle]:
     found: dict[str, ExistingArticle] = {}
-    columns = (Article.slug, Article.id, Article.content_hash, Article.published, Article.version)
+    columns = (
+        Article.slug,
+        Article.id,
+        Article.content_hash,
+        Article.published,
+        Article.version,
+        Article.taught_questions,
+    )
     for chunk in chunked(slugs, LOOKUP_CHUNK):
-        for slug, *rest in session.execute(select(*columns).where(Article.slug.in_(chunk))):
-            found[slug] = ExistingArticle(*rest)
+        for slug, *rest, taught in session.execute(select(*columns).where(Article.slug.in_(chunk))):
+            found[slug] = ExistingArticle(*rest, tuple(taught or ()))
     return found
+
+
+def with_taught(article: PreparedArticle, existing: ExistingArticle | None) -> PreparedArticle:
+    """``article`` with the questions reviewers taught the stored one it replaces after its own,
+    except those it has (or has as its title): an import does not undo what people taught."""
+    if existing is None or not existing.taught:
+        return article
+    known = {question_key(text) for text in (article.title, *article.questions)}
+    added = [text for text in existing.taught if question_key(text) not in known]
+    if not added:
+        return article
+    questions = [*article.questions, *added][:MAX_QUESTIONS]
+    digest = content_hash(
+        article.title, article.body, article.category, article.tags, questions, article.source
+    )
+    return replace(article, questions=questions, content_hash=digest)
+
+
+def add_taught_question(session: Session, slug: str, question: str) -> None:
+    """Remember that a reviewer taught the article ``slug`` the alternate question ``question``
+    (already among its questions): imports keep it."""
+    question = " ".join(question.split())  # as the article's questions are stored
+    taught = session.scalar(select(Article.taught_questions).where(Article.slug == slug))
+    if taught is not None and question not in taught:
+        session.execute(
+            update(Article)
+            .where(Article.slug == slug)
+            .values(taught_questions=[*taught, question])
+            .execution_options(synchronize_session=False)
+        )
 
 
 def change_of(article: PreparedArticle, existing: ExistingArticle | None) -> UpsertResult:
@@ -151,6 +207,7 @@ def upsert_article(session: Session, record: ArticleRecord) -> UpsertResult:
     """
     article = prepare_record(record)
     existing = find_existing(session, [article.slug]).get(article.slug)
+    article = with_taught(article, existing)
     result = change_of(article, existing)
     if result == "created":
         insert_articles(session, [article])

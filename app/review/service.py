@@ -18,7 +18,13 @@ from sqlalchemy.orm import Session
 from app import metrics
 from app.kb.plain_text import html_to_text
 from app.kb.slugs import slugify
-from app.kb.store import ArticleRecord, InvalidArticle, upsert_article
+from app.kb.store import (
+    CONSOLE_SOURCE,
+    ArticleRecord,
+    InvalidArticle,
+    add_taught_question,
+    upsert_article,
+)
 from app.live.bus import on_commit
 from app.models import (
     Article,
@@ -578,6 +584,7 @@ def teach_question(session: Session, text: str, slug: str) -> tuple[Article, boo
             source=article.source,
             published=article.published,
         ),
+        taught=text,
     )
     session.refresh(article)
     return article, True
@@ -605,19 +612,22 @@ def teach_article(
             body=body,
             category=category,
             questions=[question],
-            source="reviewer console",
+            source=CONSOLE_SOURCE,
         ),
     )
     return session.scalar(select(Article).where(Article.slug == slug))
 
 
-def _upsert(session: Session, record: ArticleRecord) -> None:
+def _upsert(session: Session, record: ArticleRecord, taught: str | None = None) -> None:
     """Write through the KB store (same validation, rendering and hashing as an import), then
-    move the KB revision so that running servers reload their indexes."""
+    move the KB revision so that running servers reload their indexes. ``taught``: the
+    alternate question a reviewer taught, which imports keep."""
     try:
         upsert_article(session, record)
     except InvalidArticle as exc:
         session.rollback()
         raise ReviewError(f"The article is not valid: {exc}") from exc
+    if taught is not None:
+        add_taught_question(session, record.slug or "", taught)
     bump_revision(session, KB_REVISION)
     session.commit()
