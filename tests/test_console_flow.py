@@ -311,6 +311,8 @@ def test_teach_new_article(app, console, escalate_message, kb):
         article = session.scalar(select(Article).where(Article.slug == "freezing-your-card"))
         assert article is not None and article.published
         assert article.questions == ["can I freeze my card from the app?"]
+        # taught: a file that later gives an article of this slug keeps the question
+        assert article.taught_questions == article.questions
         assert "<strong>Cards</strong>" in article.body_html
         assert get_revision(session, KB_REVISION) >= 1
     response = console.post(

@@ -614,6 +614,7 @@ def teach_article(
             questions=[question],
             source=CONSOLE_SOURCE,
         ),
+        taught=question,
     )
     return session.scalar(select(Article).where(Article.slug == slug))
 
