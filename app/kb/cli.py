@@ -71,7 +71,11 @@ def kb_group() -> None:
 @kb_group.command("import")
 @click.argument("paths", nargs=-1, required=True, type=_PATH)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-@click.option("--replace", is_flag=True, help="Unpublish published articles absent from PATHS.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Unpublish imported articles absent from PATHS (not those reviewers wrote).",
+)
 def kb_import(paths: tuple[Path, ...], dry_run: bool, replace: bool) -> None:
     """Import articles from CSV, TSV and XLSX (QnA), JSON (also Zendesk, Freshdesk, QnA Maker
     and question answering exports), JSONL, Bot Framework .qna, Markdown, HTML, Word (.docx),
