@@ -16,6 +16,7 @@ from app.kb.records import MAX_TITLE, ArticleRecord, InvalidArticle
 from app.kb.slugs import free_slug
 from app.kb.store import upsert_article
 from app.models import Article
+from app.review.service import teach_article, teach_question
 from app.state import KB_REVISION, get_revision
 
 
@@ -338,6 +339,28 @@ def test_rejected_import_leaves_the_database_exactly_as_it_was(any_db_url, write
     bad = write_kb_file("bad.csv", CSV_TEXT.replace("Use the app.", "Changed.") + "No body,\n")
     assert rejected(any_db_url, [bad], replace=True) == [f"{bad}:5: body is empty"]
     assert snapshot(any_db_url) == before
+
+
+def test_a_taught_question_and_a_reviewers_article_outlive_imports(any_db_url, write_kb_file):
+    """On both databases: what the console taught stays through an import of the same article
+    and through --replace (the console's flow itself: tests/test_console_flow.py)."""
+    full = write_kb_file("full.csv", CSV_TEXT)
+    run_import(any_db_url, [full])
+    with session_scope(any_db_url) as session:
+        teach_question(session, "pin  forgotten", "pin-reset")
+        teach_article(
+            session, title="Freeze a card", body="Tap Freeze.", category=None, question="freeze?"
+        )
+    pins = write_kb_file(
+        "pins.csv",
+        CSV_TEXT.split("\n", 1)[0] + "\nReset PIN,Use the app today.,change_pin,,,pin-reset\n",
+    )
+    report = run_import(any_db_url, [pins], replace=True)
+    assert (report.updated, report.unpublished) == (1, 1)  # where-is-my-card goes
+    stored = articles(any_db_url)
+    assert stored["pin-reset"].questions[-1] == "pin forgotten"
+    assert stored["pin-reset"].taught_questions == ["pin forgotten"]
+    assert stored["freeze-a-card"].published is True
 
 
 def test_replace_unpublishes_absent_articles_and_reimport_republishes(any_db_url, write_kb_file):
