@@ -75,7 +75,8 @@ def test_a_rasa_project_gives_an_article_per_intent_with_a_response(db_url, tmp_
     assert (report.created, report.problems, report.warnings) == (3, [], [])
     assert report.notes == [
         f"{archive}/bot/data:1: Rasa project: 1 intent without a response of its name "
-        "(utter_<intent>) or a rule answering it in text left out: stories and actions answer them"
+        "(utter_<intent>), a rule or a story of one turn answering it in text left out: stories "
+        "of several turns and actions answer them"
     ]
     stored = {slug: (a.title, a.questions, a.body) for slug, a in articles(db_url).items()}
     assert stored == {
@@ -142,6 +143,23 @@ rules:
   steps:
   - intent: bot_challenge
   - action: utter_how_can_i_help
+stories:
+- story: a question and its answer
+  steps:
+  - intent: affirm
+  - action: utter_how_can_i_help
+- story: a rule answers this intent, not a story
+  steps:
+  - intent: bot_challenge
+  - action: utter_iamabot
+- story: several turns
+  steps:
+  - intent: deny
+  - action: utter_how_can_i_help
+  - intent: affirm
+    entities:
+    - city: Berlin
+  - action: utter_iamabot
 """
 BOT_RESPONSES = """version: "3.1"
 nlu:
@@ -162,24 +180,33 @@ responses:
 
 def test_a_rule_that_always_applies_answers_its_intent(db_url, tmp_path):
     """As ``rasa init`` writes it: ``bot_challenge`` answered by ``utter_iamabot`` in a rule.
-    Rules that depend on a condition or an entity, or end in a custom action, answer nothing."""
+    Rules that depend on a condition or an entity, or end in a custom action, answer nothing;
+    a story of one turn answers its intent, one of several does not, and a rule comes first."""
     folder = project(tmp_path / "bot")
     (folder / "data" / "rules.yml").write_text(RULES, encoding="utf-8")
     (folder / "data" / "bot.yml").write_text(BOT_RESPONSES, encoding="utf-8")
     report = run_import(db_url, [folder])
     assert report.problems == []
     assert report.notes == [
-        f"{folder}/data:1: Rasa project: 2 intents without a response of its name "
-        "(utter_<intent>) or a rule answering it in text left out: stories and actions answer them"
+        f"{folder}/data:1: Rasa project: 1 intent without a response of its name "
+        "(utter_<intent>), a rule or a story of one turn answering it in text left out: stories "
+        "of several turns and actions answer them"
     ]
     stored = {slug: (a.title, a.questions, a.body) for slug, a in articles(db_url).items()}
-    # each response the rule gives is a paragraph; affirm and deny stay out
+    # each response the rule gives is a paragraph; deny stays out
     assert stored["bot-challenge"] == (
         "are you a bot?",
         ["am I talking to a human?"],
         "I am a bot, powered by Rasa.\n\nHow can I help you?",
     )
     assert articles(db_url)["bot-challenge"].body_html.count("<p>") == 2
-    assert sorted(stored) == ["bot-challenge", "faq-lost-card", "faq-opening-hours", "greet"]
+    assert sorted(stored) == [
+        "affirm",
+        "bot-challenge",
+        "faq-lost-card",
+        "faq-opening-hours",
+        "greet",
+    ]
+    assert stored["affirm"][2] == "How can I help you?"  # its story of one turn
     # neither its rule for a conversation's start nor its rule for an entity is its answer
     assert stored["greet"][2] == "Hello! How can I help?"

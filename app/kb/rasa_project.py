@@ -5,8 +5,10 @@ A Rasa assistant's FAQ is written as retrieval intents: ``faq/opening_hours`` in
 with its examples, answered by the response ``utter_faq/opening_hours``. Other intents are
 answered by what a rule answers them with, when the rule always applies (no ``condition``, not
 only at a conversation's start) and its steps are the intent, with no entities, then responses
-only (``utter_`` actions: ``bot_challenge`` answered by ``utter_iamabot``); else, by the usual
-convention, by ``utter_<intent>``. Each intent so answered in text is one article:
+only (``utter_`` actions: ``bot_challenge`` answered by ``utter_iamabot``); else by what a story
+of one such turn answers them with (a story of one question and its answer is an FAQ's, its
+answer the same whatever came before); else, by the usual convention, by ``utter_<intent>``.
+Each intent so answered in text is one article:
 
 - the title is its first example and the others are its alternate questions, each once, with
   entity annotations read as their text (``[Berlin](city)``, ``[NYC]{"entity": "city"}``);
@@ -15,10 +17,10 @@ convention, by ``utter_<intent>``. Each intent so answered in text is one articl
 - the slug comes from the intent's name (``faq/opening_hours`` gives ``faq-opening-hours``),
   and the source is the file of the intent's examples.
 
-Intents answered neither way (``affirm``, ``deny``, answered by stories, by rules that depend
-on the conversation, by custom actions) are left out with one note saying how many. YAML that
-cannot be read is an error on its line; stories, slots, forms and actions are not read, nor
-are rules other than those above.
+Intents answered none of these ways (``affirm``, ``deny``, answered in stories of several
+turns, by rules that depend on the conversation, by custom actions) are left out with one note
+saying how many. YAML that cannot be read is an error on its line; slots, forms and actions are
+not read, nor are rules and stories other than those above.
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def project_rows(
     """The articles of the Rasa project in ``folder``; ``named(file)`` names a file."""
     root = project_root(folder) or folder
     responses: dict[str, str] = {}
-    answers: dict[str, list[str]] = {}  # intent -> the responses a rule answers it with
+    ruled: dict[str, list[str]] = {}  # intent -> the responses a rule answers it with
+    told: dict[str, list[str]] = {}  # ... and a story of one turn
     examples: dict[str, tuple[Path, list[str]]] = {}
     data = sorted(p for p in (root / _DATA).rglob("*") if p.suffix in _YAML_SUFFIXES)
     for path in [*_domain_files(root), *data]:
@@ -87,8 +90,10 @@ def project_rows(
         if not isinstance(document, dict):
             continue
         _read_responses(document.get("responses"), responses)
-        _read_rules(document.get("rules"), answers)
+        _read_turns(document.get("rules"), ruled)
+        _read_turns(document.get("stories"), told)
         _read_nlu(document.get("nlu"), path, examples, named, problems)
+    answers = {**told, **ruled}
     unanswered = 0
     for intent, (path, texts) in examples.items():
         names = answers.get(intent) or [f"utter_{intent}"]
@@ -102,8 +107,8 @@ def project_rows(
             named(root / _DATA),
             1,
             f"Rasa project: {counted(unanswered, 'intent')} without a response of its name "
-            "(utter_<intent>) or a rule answering it in text left out: stories and actions "
-            "answer them",
+            "(utter_<intent>), a rule or a story of one turn answering it in text left out: "
+            "stories of several turns and actions answer them",
         )
 
 
@@ -132,10 +137,11 @@ def _read_responses(section: object, responses: dict[str, str]) -> None:
                 break
 
 
-def _read_rules(section: object, answers: dict[str, list[str]]) -> None:
-    """The responses each intent is answered with by a rule that always applies: no
-    ``condition``, not ``conversation_start``, its steps an intent without entities and then
-    ``utter_`` actions only. The first such rule of an intent counts."""
+def _read_turns(section: object, answers: dict[str, list[str]]) -> None:
+    """The responses each intent is answered with by a rule or a story (``section``: the
+    ``rules`` or ``stories`` list) of one turn that always applies: no ``condition``, not
+    ``conversation_start``, its steps an intent without entities and then ``utter_`` actions
+    only. The first such rule or story of an intent counts."""
     if not isinstance(section, list):
         return
     for rule in section:
