@@ -13,7 +13,7 @@ Each intent so answered in text is one article:
 - the title is its first example and the others are its alternate questions, each once, with
   entity annotations read as their text (``[Berlin](city)``, ``[NYC]{"entity": "city"}``);
 - the body is the response's first text variant (Rasa picks one at random), in the responses
-  of the domain or of the training data, a paragraph for each response a rule gives;
+  of the domain or of the training data, a paragraph for each response a rule or story gives;
 - the slug comes from the intent's name (``faq/opening_hours`` gives ``faq-opening-hours``),
   and the source is the file of the intent's examples.
 
