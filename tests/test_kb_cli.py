@@ -118,7 +118,8 @@ def test_export_writes_jsonl_that_reimports_with_zero_changes(runner, db_url, tm
     assert result.stdout.strip() == f"exported 50 articles to {out}"
     first = json.loads(out.read_text().splitlines()[0])
     assert set(first) == {
-        "slug", "title", "body", "category", "tags", "questions", "source", "published"
+        "slug", "title", "body", "category", "tags", "questions", "taught_questions", "source",
+        "published",
     }  # fmt: skip
     again = runner.invoke(main, ["kb", "import", str(out)])
     assert again.stdout.strip() == "0 created, 0 updated, 50 unchanged, 0 unpublished, 0 rejected"

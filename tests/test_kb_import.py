@@ -8,8 +8,9 @@ import json
 
 import pytest
 from fixtures_kb import articles, rejected, run_import, snapshot
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from app import migrate
 from app.db import session_scope
 from app.kb.exporter import write_articles
 from app.kb.records import MAX_TITLE, ArticleRecord, InvalidArticle
@@ -361,6 +362,41 @@ def test_a_taught_question_and_a_reviewers_article_outlive_imports(any_db_url, w
     assert stored["pin-reset"].questions[-1] == "pin forgotten"
     assert stored["pin-reset"].taught_questions == ["pin forgotten"]
     assert stored["freeze-a-card"].published is True
+
+
+def test_taught_questions_move_with_an_export_to_another_instance(db_url, write_kb_file, tmp_path):
+    """An export imported elsewhere (staging to production, a restore) keeps which questions
+    reviewers taught, so a later import of the help centre there keeps them too."""
+    full = write_kb_file("full.csv", CSV_TEXT)
+    run_import(db_url, [full])
+    with session_scope(db_url) as session:
+        teach_question(session, "pin forgotten", "pin-reset")
+        out = io.StringIO()
+        write_articles(session, out)
+    exported = write_kb_file("export.jsonl", out.getvalue())
+    assert '"taught_questions": ["pin forgotten"]' in out.getvalue()
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    migrate.upgrade(other)
+    assert run_import(other, [exported]).created == 2
+    assert articles(other)["pin-reset"].taught_questions == ["pin forgotten"]
+    run_import(other, [full])  # the help centre, which does not list it
+    assert articles(other)["pin-reset"].questions == ["pin forgotten"]
+    # The help centre again at home: nothing to change. An instance holding the article
+    # without knowing which question was taught learns it from an export.
+    assert run_import(db_url, [full]).unchanged == 2
+    with session_scope(db_url) as session:
+        session.execute(update(Article).values(taught_questions=[]))
+    assert run_import(db_url, [exported]).updated == 1
+    assert articles(db_url)["pin-reset"].taught_questions == ["pin forgotten"]
+    # A taught question is a question, listed among them or not.
+    only = write_kb_file(
+        "only.jsonl", '{"title": "Fees", "body": "None.", "taught_questions": ["cost?"]}\n'
+    )
+    run_import(db_url, [only])
+    assert (articles(db_url)["fees"].questions, articles(db_url)["fees"].taught_questions) == (
+        ["cost?"],
+        ["cost?"],
+    )
 
 
 def test_replace_unpublishes_absent_articles_and_reimport_republishes(any_db_url, write_kb_file):

@@ -12,7 +12,17 @@ from sqlalchemy.orm import Session
 from app.files import atomic_write
 from app.models import Article
 
-EXPORT_FIELDS = ("slug", "title", "body", "category", "tags", "questions", "source", "published")
+EXPORT_FIELDS = (
+    "slug",
+    "title",
+    "body",
+    "category",
+    "tags",
+    "questions",
+    "taught_questions",  # those of ``questions`` reviewers taught: imports keep them
+    "source",
+    "published",
+)
 
 
 def write_articles(session: Session, out: TextIO) -> int:

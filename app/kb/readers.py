@@ -92,7 +92,17 @@ from app.vocab import counted
 
 __all__ = ["SourceRow", "READERS", "bytes_to_read", "expand_paths", "read_rows"]
 
-ARTICLE_KEYS = ("title", "body", "slug", "category", "tags", "questions", "source", "published")
+ARTICLE_KEYS = (
+    "title",
+    "body",
+    "slug",
+    "category",
+    "tags",
+    "questions",
+    "taught_questions",  # as ``kb export`` writes them
+    "source",
+    "published",
+)
 QNA_KEYS = ("metadata", "qnaid")
 FRONT_MATTER_KEYS = (*ARTICLE_KEYS, "status", "draft")  # Hugo and Jekyll write ``draft: true``
 # where there is no ``published``: an article state (``status``) or a ``draft`` flag (records.py)

@@ -75,6 +75,7 @@ class ArticleRecord:
     questions: tuple[str, ...] | list[str] = ()
     source: str | None = None
     published: bool = True
+    taught: tuple[str, ...] | list[str] = ()  # the questions reviewers taught (an export's)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,7 @@ class PreparedArticle:
     published: bool
     content_hash: str
     slug_derived: bool = field(default=False)
+    taught: list[str] = field(default_factory=list)  # those of ``questions`` reviewers taught
 
 
 def _one_line(text: str) -> str:
@@ -215,6 +217,7 @@ def record_from_fields(fields: Mapping[str, object]) -> ArticleRecord:
         questions=tuple(_as_list(fields.get("questions"), "questions", reasons)),
         source=_as_text(fields.get("source"), "source", reasons),
         published=_published(fields, reasons),
+        taught=tuple(_as_list(fields.get("taught_questions"), "taught_questions", reasons)),
     )
     if reasons:
         raise InvalidArticle(reasons)
@@ -291,7 +294,10 @@ def prepare_record(record: ArticleRecord) -> PreparedArticle:
     if source is not None and len(source) > MAX_SOURCE:
         source = "..." + source[-(MAX_SOURCE - 3) :]  # a long path: keep its informative end
     tags = _unique_items(record.tags, "tag", MAX_TAG, MAX_TAGS, reasons)
-    questions = _unique_items(record.questions, "question", MAX_QUESTION, MAX_QUESTIONS, reasons)
+    # the questions reviewers taught are among the questions, checked with them
+    asked = [*record.questions, *record.taught]
+    questions = _unique_items(asked, "question", MAX_QUESTION, MAX_QUESTIONS, reasons)
+    taught = list(dict.fromkeys(text for text in map(_one_line, record.taught) if text))
 
     for name, value in (("title", title), ("body", body), ("category", category or "")):
         if "\x00" in value:
@@ -311,4 +317,5 @@ def prepare_record(record: ArticleRecord) -> PreparedArticle:
         published=bool(record.published),
         content_hash=content_hash(title, body, category, tags, questions, source),
         slug_derived=derived,
+        taught=taught,
     )

@@ -86,19 +86,21 @@ def find_existing(session: Session, slugs: Sequence[str]) -> dict[str, ExistingA
 
 
 def with_taught(article: PreparedArticle, existing: ExistingArticle | None) -> PreparedArticle:
-    """``article`` with the questions reviewers taught the stored one it replaces after its own,
-    except those it has (or has as its title): an import does not undo what people taught."""
+    """``article`` with the questions reviewers taught the stored one it replaces: among its
+    taught ones, and among its questions after its own, except those it has (or has as its
+    title). An import does not undo what people taught."""
     if existing is None or not existing.taught:
         return article
     known = {question_key(text) for text in (article.title, *article.questions)}
     added = [text for text in existing.taught if question_key(text) not in known]
+    taught = list(dict.fromkeys([*existing.taught, *article.taught]))
     if not added:
-        return article
+        return replace(article, taught=taught)
     questions = [*article.questions, *added][:MAX_QUESTIONS]
     digest = content_hash(
         article.title, article.body, article.category, article.tags, questions, article.source
     )
-    return replace(article, questions=questions, content_hash=digest)
+    return replace(article, questions=questions, content_hash=digest, taught=taught)
 
 
 def add_taught_question(session: Session, slug: str, question: str) -> None:
@@ -116,9 +118,15 @@ def add_taught_question(session: Session, slug: str, question: str) -> None:
 
 
 def change_of(article: PreparedArticle, existing: ExistingArticle | None) -> UpsertResult:
+    """What writing ``article`` (``with_taught`` already applied) does to ``existing``: its
+    content, its published flag or which of its questions reviewers taught may change."""
     if existing is None:
         return "created"
-    if existing.content_hash == article.content_hash and existing.published == article.published:
+    if (
+        existing.content_hash == article.content_hash
+        and existing.published == article.published
+        and set(existing.taught) == set(article.taught)
+    ):
         return "unchanged"
     return "updated"
 
@@ -132,6 +140,7 @@ def _values(article: PreparedArticle, now: datetime) -> dict:
         "category": article.category,
         "tags": article.tags,
         "questions": article.questions,
+        "taught_questions": article.taught,
         "source": article.source,
         "published": article.published,
         "content_hash": article.content_hash,
