@@ -1079,6 +1079,7 @@ MARKDOWN_FAQ = """---
 category: card_help
 tags: [cards, faq]
 slug: card-faq
+taught_questions: [card help]
 ---
 # Card FAQ
 
@@ -1182,10 +1183,10 @@ def test_markdown_faq_gives_one_article_per_question(db_url, write_kb_file):
     report = run_import(db_url, [path])
     assert (report.created, report.problems, report.warnings) == (3, [], [])
     assert report.notes == [
-        f"{path}:1: ignoring front matter slug: each question is an article",
+        f"{path}:1: ignoring front matter slug, taught_questions: each question is an article",
         faq_note(path, 3),
         # the page's introduction and the text under a topic heading (the lines of the file)
-        f"{path}:8: FAQ page: 10 words of text outside any question left out (lines 8 and 26)",
+        f"{path}:9: FAQ page: 10 words of text outside any question left out (lines 9 and 27)",
     ]
     stored = articles(db_url)
     assert sorted(stored) == ["can-i-choose-the-pin", "how-do-i-order-a-card", "is-the-card-free"]

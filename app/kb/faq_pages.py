@@ -75,7 +75,7 @@ QUESTION_PARAGRAPH_MAX_CHARS = 200
 HTML_LEVELS = (2, 3, 4)  # heading levels that may hold the questions, shallowest first
 MARKDOWN_LEVELS = (2, 3)
 # Front matter that belongs to one article, not to every question of a page.
-ONE_ARTICLE_KEYS = ("slug", "questions")
+ONE_ARTICLE_KEYS = ("slug", "questions", "taught_questions")
 _QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # ASCII, full-width (CJK), Arabic
 _PERMALINK = " \t\u00b6\u00a7#"  # a heading's trailing permalink sign (Sphinx's ¶, ...)
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
