@@ -269,7 +269,8 @@ def test_a_taught_question_outlives_imports_of_its_article(
     # The article as it was before the reviewer taught it: nothing to change.
     source.write_text(
         "slug,title,body,category,questions\n"
-        "card-arrival,Where is my new card?,Cards arrive in **5** days.,card_arrival,card not here\n"
+        "card-arrival,Where is my new card?,Cards arrive in **5** days.,card_arrival,"
+        "card not here\n"
     )
     assert run_import(url, [source]).unchanged == 1
     source.write_text(

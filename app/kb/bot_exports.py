@@ -51,16 +51,6 @@ def zip_holds(names: frozenset[str], marker: str, beside: str | re.Pattern[str])
             ):
                 return True
     return False
-    pattern = beside if isinstance(beside, re.Pattern) else re.compile(re.escape(beside + "/"))
-    for name in names:
-        parts = name.split("/")
-        if parts[-1] == marker and len(parts) <= 2:
-            folder = "/".join([*parts[:-1], ""]).lstrip("/")
-            if any(
-                other.startswith(folder) and pattern.match(other, len(folder)) for other in names
-            ):
-                return True
-    return False
 
 
 def json_file(path: Path, named: Callable[[Path], str], problems: Problems) -> object:

@@ -52,8 +52,8 @@ def agent_root(folder: Path) -> Path | None:
 
 
 def zip_holds_agent(names: frozenset[str]) -> bool:
-    """Whether an archive of member ``names`` is an exported agent (``agent.json`` at its top or one
-    folder down, beside ``intents/``)."""
+    """Whether an archive of member ``names`` is an exported agent (``agent.json`` at its top
+    or one folder down, beside ``intents/``)."""
     return zip_holds(names, AGENT_FILE, INTENTS)
 
 

@@ -61,8 +61,8 @@ def agent_root(folder: Path) -> Path | None:
 
 
 def zip_holds_agent(names: frozenset[str]) -> bool:
-    """Whether an archive of member ``names`` is an exported CX agent (``agent.json`` at its top or one
-    folder down, beside ``flows/``)."""
+    """Whether an archive of member ``names`` is an exported CX agent (``agent.json`` at its
+    top or one folder down, beside ``flows/``)."""
     return zip_holds(names, AGENT_FILE, _FLOWS)
 
 

@@ -421,8 +421,9 @@ def _plan(
     creates: list[PreparedArticle] = []
     updates: list[tuple[PreparedArticle, ExistingArticle]] = []
     for slug, article in prepared.items():
-        article = with_taught(article, existing.get(slug))
-        change = change_of(article, existing.get(slug))
+        found = existing.get(slug)
+        article = with_taught(article, found)
+        change = change_of(article, found)
         if change == "created":
             creates.append(article)
         elif change == "updated":

@@ -61,8 +61,8 @@ def bot_root(folder: Path) -> Path | None:
 
 
 def zip_holds_bot(names: frozenset[str]) -> bool:
-    """Whether an archive of member ``names`` is an exported Lex bot (``manifest.json`` at its top or
-    one folder down, beside a bot's ``BotLocales/``)."""
+    """Whether an archive of member ``names`` is an exported Lex bot (``manifest.json`` at its
+    top or one folder down, beside a bot's ``BotLocales/``)."""
     return zip_holds(names, MANIFEST, _BESIDE_MANIFEST)
 
 

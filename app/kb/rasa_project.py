@@ -65,8 +65,8 @@ def project_root(folder: Path) -> Path | None:
 
 
 def zip_holds_project(names: frozenset[str]) -> bool:
-    """Whether an archive of member ``names`` holds a Rasa project (``domain.yml`` at its top or one
-    folder down, beside ``data/``)."""
+    """Whether an archive of member ``names`` holds a Rasa project (``domain.yml`` at its top
+    or one folder down, beside ``data/``)."""
     return zip_holds(names, _DOMAIN, _DATA)
 
 
